@@ -1,0 +1,46 @@
+"""otel-progress: notice when an AI agent stops making progress, from its OpenTelemetry
+tool-call spans.
+
+The engine (:class:`ProgressEngine`) is pure Python; the span processor, the OTLP
+service and the ``scan`` command are thin adapters over it.
+"""
+
+from __future__ import annotations
+
+from .config import Config, ConfigError
+from .engine import EngineStats, ProgressEngine, RunSummary
+from .manifest import ManifestError, ToolSpec, load_manifest, parse_manifest
+from .model import (
+    EVENT_LIVELOCK,
+    EVENT_NO_PROGRESS,
+    NOT_CAPTURED,
+    Detection,
+    Level,
+    Reason,
+    Scope,
+    ToolCall,
+)
+from .repeat import first_repeat_turn
+
+__all__ = [
+    "EVENT_LIVELOCK",
+    "EVENT_NO_PROGRESS",
+    "NOT_CAPTURED",
+    "Config",
+    "ConfigError",
+    "Detection",
+    "EngineStats",
+    "Level",
+    "ManifestError",
+    "ProgressEngine",
+    "Reason",
+    "RunSummary",
+    "Scope",
+    "ToolCall",
+    "ToolSpec",
+    "first_repeat_turn",
+    "load_manifest",
+    "parse_manifest",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,58 @@
+"""The detection signals, one per module, behind :class:`~.base.Signal`.
+
+:func:`build_signals` returns the enabled agent-scope signals in pipeline order, cheap
+checks first: the wait check (it grants exemptions the others honour), then the window
+comparisons, the error counter, the no-progress counter, state revisits, and last the
+state signature and the published measure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .barren import BarrenSignal
+from .base import CallFacts, Signal, Step
+from .errors import ErrorRecurrenceSignal
+from .frequency import FrequencySignal
+from .measure import MeasureSignal
+from .repeat import RepeatCycleSignal, find_period
+from .revisit import StateRevisitSignal
+from .run_signature import RunSignatureSignal
+from .signature import SignatureSignal
+from .wait import WaitSignal
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = [
+    "BarrenSignal",
+    "CallFacts",
+    "ErrorRecurrenceSignal",
+    "FrequencySignal",
+    "MeasureSignal",
+    "RepeatCycleSignal",
+    "RunSignatureSignal",
+    "Signal",
+    "SignatureSignal",
+    "StateRevisitSignal",
+    "Step",
+    "WaitSignal",
+    "build_signals",
+    "find_period",
+]
+
+_AGENT_SIGNALS: tuple[type[Signal], ...] = (
+    WaitSignal,
+    RepeatCycleSignal,
+    FrequencySignal,
+    ErrorRecurrenceSignal,
+    BarrenSignal,
+    StateRevisitSignal,
+    SignatureSignal,
+    MeasureSignal,
+)
+
+
+def build_signals(config: Config) -> tuple[Signal, ...]:
+    """The enabled agent-scope signals, in pipeline order."""
+    return tuple(cls(config) for cls in _AGENT_SIGNALS if config.enabled(cls.name))

@@ -1,0 +1,82 @@
+"""The interface every detection signal implements, and the step it evaluates.
+
+A signal is a small object with no per-run data of its own: the pipeline asks it for a
+fresh per-run state (:meth:`Signal.new_state`), hands that state back on every step
+(:meth:`Signal.evaluate`) and asks the signal to forget the evidence of a loop once a
+detection was announced (:meth:`Signal.reset`), so the next detection rests on new
+evidence. This mirrors one policy per file behind one evaluator interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..model import Finding, Scope
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..pipeline import RunState
+
+__all__ = ["CallFacts", "Signal", "Step"]
+
+
+@dataclass(slots=True)
+class CallFacts:
+    """The digests of one tool call, computed once and shared by every signal."""
+
+    tool: str
+    key: int | None  # name + canonical arguments + result (or error); None: not comparable
+    call: int  # name + canonical arguments: the request alone (wait episodes, notes)
+    result: int | None  # digest of the result (volatile fields stripped); None if absent
+    parsed_result: Any  # the result parsed from JSON where it was JSON, else as given
+    empty: bool  # the result carries nothing (empty list/map/string, "0 results", ...)
+    error: int | None  # error signature digest, None if the call succeeded
+    action: int | None  # normalised action digest for state signatures; None: no content
+    args_shape: str  # "tool(arg1, arg2)": argument names only, for notes
+    span_id: str
+
+
+@dataclass(slots=True)
+class Step:
+    """One turn: a tool call, or a batch of parallel calls from one model response."""
+
+    turn: int
+    calls: tuple[Any, ...]  # the ToolCall objects
+    facts: tuple[CallFacts, ...]
+    key: int | None  # sorted multiset of call keys; None if any call is not comparable
+    tool: str  # tool names, sorted and joined by "+"
+    start_ns: int
+    end_ns: int
+    span_id: str  # the span a detection on this step is reported on
+    tokens: int  # run tokens consumed up to this step
+    new_evidence: int = 0  # result digests never seen before in the run
+    exempt: bool = False  # a legitimate wait: repeat/frequency/barren skip this step
+    wrote: bool = False  # a successful call of a tool declared "write"
+
+
+class Signal(ABC):
+    """One detection signal.
+
+    Subclasses set :attr:`name` (the config name used in ``disabled_signals``) and
+    :attr:`scope`, and implement :meth:`new_state` and :meth:`evaluate`.
+    """
+
+    name: str = ""
+    scope: Scope = Scope.AGENT
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    @abstractmethod
+    def new_state(self) -> Any:
+        """A fresh per-run state (any object; keep it small)."""
+
+    @abstractmethod
+    def evaluate(self, step: Step, state: Any, run: RunState) -> Finding | None:
+        """Observe ``step`` and report a finding if the signal's condition holds now."""
+
+    def reset(self, state: Any) -> Any:
+        """Forget the evidence of the announced loop; returns the state to keep."""
+        return self.new_state()

@@ -1,0 +1,36 @@
+"""Frequency (seed 004, signal 1): the same call with the same result N times in M steps."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..model import Finding, Reason
+from .base import Signal, Step
+
+__all__ = ["FrequencySignal"]
+
+
+class FrequencySignal(Signal):
+    """Fires when one step key occurs ``frequency_count`` times within the last
+    ``frequency_window`` steps, consecutive or not. The key includes the result, so a
+    test suite re-run after each edit (new results) never counts as the same step."""
+
+    name = "frequency"
+
+    def new_state(self) -> deque[int]:
+        return deque(maxlen=self.config.frequency_window)
+
+    def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
+        if step.exempt or step.key is None:
+            return None
+        state.append(step.key)
+        count = state.count(step.key)
+        if count < self.config.frequency_count:
+            return None
+        return Finding(
+            Reason.FREQUENCY,
+            {"count": count, "window": self.config.frequency_window},
+            f"the same call returned the same result {count} times within the last"
+            f" {len(state)} steps",
+        )

@@ -1,0 +1,50 @@
+"""Repeat cycles (seed 002): the last 2p steps are one block of p steps played twice."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..model import Finding, Reason
+from .base import Signal, Step
+
+__all__ = ["RepeatCycleSignal", "find_period"]
+
+
+def find_period(keys: list[int]) -> int | None:
+    """The shortest p with ``keys[-2p:-p] == keys[-p:]``, or None."""
+    m = len(keys)
+    for p in range(1, m // 2 + 1):
+        if keys[m - 2 * p : m - p] == keys[m - p :]:
+            return p
+    return None
+
+
+class RepeatCycleSignal(Signal):
+    """Fires on the turn the second copy of a repeated block completes.
+
+    Checks every period from 1 to ``window // 2``, shortest first. Memory is the last
+    ``window`` step keys. A step whose content was not captured breaks any cycle (it is
+    never equal to anything), and an exempt wait poll is not recorded at all.
+    """
+
+    name = "repeat"
+
+    def new_state(self) -> deque[int]:
+        return deque(maxlen=self.config.window)
+
+    def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
+        if step.exempt:
+            return None
+        state.append(step.key if step.key is not None else -step.turn)
+        if step.key is None or len(state) < 2:
+            return None
+        period = find_period(list(state))
+        if period is None:
+            return None
+        return Finding(
+            Reason.REPEAT_CYCLE,
+            {"period": period, "window": self.config.window},
+            f"the last {2 * period} steps were one block of {period} step(s) played twice,"
+            " with the same results",
+        )

@@ -1,0 +1,52 @@
+"""State-signature livelock (seed 003): the same decision-relevant state, k times, with
+nothing new admitted between the visits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import Finding, Reason
+from .base import Signal, Step
+
+__all__ = ["SignatureSignal"]
+
+_MAX_SIGNATURES = 32
+
+
+class SignatureSignal(Signal):
+    """The signature is a digest of goal, plan node, the normalised action (lower-cased,
+    whitespace folded, id fields dropped), the evidence set, the open obligations and
+    ``blocked_on``, taken before the step's own result is admitted. Without published
+    evidence the evidence set is the distinct results admitted so far in the run, so a
+    repeated signature means nothing new arrived between the visits (an empty delta).
+    ``signature_visits`` visits fire ``livelock`` with the tokens burned across them."""
+
+    name = "signature"
+
+    def new_state(self) -> dict[int, list[int]]:
+        return {}
+
+    def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
+        signature = run.step_signature
+        if signature is None or step.exempt:
+            return None
+        if run.derived_evidence_changed:
+            state.clear()  # old signatures carry an older evidence set: they cannot recur
+        visits = state.get(signature)
+        if visits is None:
+            if len(state) >= _MAX_SIGNATURES:
+                state.pop(next(iter(state)))
+            visits = state[signature] = []
+        visits.append(step.tokens)
+        k = self.config.signature_visits
+        if len(visits) > k:
+            del visits[0]
+        if len(visits) < k:
+            return None
+        burned = visits[-1] - visits[0]
+        return Finding(
+            Reason.SIGNATURE_REPEAT,
+            {"visits": len(visits), "tokens_burned": burned, "signature": run.hex(signature)},
+            f"the run came back to the same decision state {len(visits)} times with nothing"
+            f" new admitted in between, burning {burned} tokens",
+        )
