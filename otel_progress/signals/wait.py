@@ -23,12 +23,15 @@ _TEXT_WAIT = re.compile(
 
 
 class _Episode:
-    __slots__ = ("first_wait_ns", "last_ns", "terminal")
+    __slots__ = ("first_wait_ns", "last_ns", "reported", "terminal")
 
     def __init__(self) -> None:
         self.first_wait_ns: int | None = None
         self.last_ns: int | None = None
         self.terminal = False
+        # Once a wait detection was reported, further polls are ordinary steps: the
+        # repeat and no-progress checks judge them, so the ladder needs new evidence.
+        self.reported = False
 
 
 class WaitSignal(Signal):
@@ -85,8 +88,18 @@ class WaitSignal(Signal):
         self, spec: ToolSpec, call: Any, facts: CallFacts, state: dict[int, _Episode]
     ) -> tuple[bool, Finding | None]:
         ep = self._episode(state, facts)
+        if ep.reported:
+            return False, None
         status = spec.status_of(facts.parsed_result)
         previous_ns, ep.last_ns = ep.last_ns, call.start_ns
+        found = self._manifest_finding(spec, call, ep, status, previous_ns)
+        if found[1] is not None:
+            ep.reported = True
+        return found
+
+    def _manifest_finding(
+        self, spec: ToolSpec, call: Any, ep: _Episode, status: str | None, previous_ns: int | None
+    ) -> tuple[bool, Finding | None]:
         if ep.terminal:
             return False, Finding(
                 Reason.POLL_AFTER_TERMINAL,
@@ -125,12 +138,15 @@ class WaitSignal(Signal):
                 ep.first_wait_ns = None  # the wait ended; a later one has its own budget
             return False, None
         ep = self._episode(state, facts)
+        if ep.reported:
+            return False, None
         if ep.first_wait_ns is None:
             ep.first_wait_ns = call.start_ns
         ep.last_ns = call.start_ns
         waited = (call.end_ns - ep.first_wait_ns) / _NS
         limit = self.config.implicit_max_wait_seconds
         if waited > limit:
+            ep.reported = True
             return False, Finding(
                 Reason.WAIT_TIMEOUT,
                 {"waited_seconds": round(waited, 3), "max_wait_seconds": limit},
