@@ -49,6 +49,9 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}[\\/]?")
 _DIGITS = re.compile(r"\d+")
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
 _ID_KEY = re.compile(r"(?:^|[_\-.])(?:id|ids|uuid|guid)$|Id$|ID$")
 
 
@@ -212,10 +215,12 @@ class Digester:
         return canonical_json(arguments, None)
 
     def result(self, result: Any) -> tuple[str, Any]:
-        """Canonical text of a result (volatile fields stripped) and the parsed result."""
+        """Canonical text of a result and the parsed result. Volatile fields are stripped
+        and ISO-8601 timestamps anywhere in the text are folded to ``<ts>``, so a reply
+        that differs from the last one only in the time it was served is the same reply."""
         parsed = parse_json_value(result)
         if isinstance(parsed, str):
-            return parsed.strip(), parsed
+            return _TIMESTAMP.sub("<ts>", parsed.strip()), parsed
         volatile: frozenset[str] | None = self._volatile
         if isinstance(result, str) and (self._volatile_re is None or not self._volatile_re.search(result)):
             volatile = None  # no volatile key can be present: skip the key checks
@@ -224,7 +229,7 @@ class Digester:
             text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         except (ValueError, TypeError, RecursionError):  # pragma: no cover
             text = repr(plain)
-        return text, parsed
+        return _TIMESTAMP.sub("<ts>", text), parsed
 
     def hex(self, digest: int) -> str:
         """The exported form of a digest: 16 lower-case hex digits."""

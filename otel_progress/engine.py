@@ -1,8 +1,9 @@
 """The engine: per-trace, per-run state and the public API the adapters call.
 
 Feed tool calls one at a time with :meth:`ProgressEngine.observe`; they are grouped into
-runs by ``(trace_id, run_id)`` and released in start-time order within a small reorder
-allowance. :meth:`flush` releases what is buffered (call it when no other tool call of
+runs by ``(trace_id, run_id)`` and released in start-time order: up to ``reorder_window``
+calls wait in a buffer, so calls arriving in any order within that allowance are
+evaluated in the order they started. :meth:`flush` releases what is buffered (call it when no other tool call of
 the run is in flight, or after a batch of spans), :meth:`end_run` when an agent
 invocation finishes (this evaluates the run-scope signature when it was a sub-agent), and
 :meth:`end_trace` when the trace is done. State is bounded: at most ``max_runs`` runs are
@@ -356,7 +357,7 @@ class ProgressEngine:
             while i < len(pending) and pending[i].start_ns < end and pending[i].parent_id == head.parent_id:
                 end = max(end, pending[i].end_ns)
                 i += 1
-            if not (final or i < len(pending) or len(pending) > limit):
+            if not (final or len(pending) > limit):
                 break
             group = pending[:i]
             del pending[:i]

@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .canonical import Digester, error_signature_text, normalise_action
+from .canonical import Digester, error_signature_text, normalise_action, parse_json_value
 from .config import Config
 from .escalation import Attempt, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
@@ -204,7 +204,7 @@ class Pipeline:
             empty=empty,
             error=error,
             action=action,
-            args_shape=_shape(name, call.arguments),
+            args_shape=_shape(name, parse_json_value(call.arguments) if has_args else None),
             span_id=call.span_id,
         )
 

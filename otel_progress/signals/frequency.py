@@ -12,9 +12,11 @@ __all__ = ["FrequencySignal"]
 
 
 class FrequencySignal(Signal):
-    """Fires when one step key occurs ``frequency_count`` times within the last
-    ``frequency_window`` steps, consecutive or not. The key includes the result, so a
-    test suite re-run after each edit (new results) never counts as the same step."""
+    """Fires when one call key (name, arguments, result) occurs ``frequency_count`` times
+    within the last ``frequency_window`` calls, consecutive or not. Calls are counted one
+    by one, so the same call issued many times in one parallel batch counts too. The key
+    includes the result, so a test suite re-run after each edit (new results) never counts
+    as the same call."""
 
     name = "frequency"
 
@@ -22,15 +24,19 @@ class FrequencySignal(Signal):
         return deque(maxlen=self.config.frequency_window)
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
-        if step.exempt or step.key is None:
+        if step.exempt:
             return None
-        state.append(step.key)
-        count = state.count(step.key)
+        count = 0
+        for facts in step.facts:
+            if facts.key is None:
+                continue
+            state.append(facts.key)
+            count = max(count, state.count(facts.key))
         if count < self.config.frequency_count:
             return None
         return Finding(
             Reason.FREQUENCY,
             {"count": count, "window": self.config.frequency_window},
             f"the same call returned the same result {count} times within the last"
-            f" {len(state)} steps",
+            f" {len(state)} calls",
         )
