@@ -117,8 +117,8 @@ if [[ $rc -ne 0 ]]; then
 fi
 [[ -x $build_dir/$bin_name ]] || die "ocb finished but $build_dir/$bin_name is missing"
 
-# Atomic publish: the existence of $binary means "complete".
-cp "$build_dir/$bin_name" "$binary.tmp.$$"
-mv -f "$binary.tmp.$$" "$binary"
+# Atomic publish (rename within one directory tree): the existence of $binary
+# means "complete".
+mv -f "$build_dir/$bin_name" "$binary"
 log "built in $(( $(date +%s) - start ))s: $binary ($(du -h "$binary" | cut -f1))"
 printf '%s\n' "$binary"

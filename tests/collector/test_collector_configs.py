@@ -1,0 +1,285 @@
+"""The built Collector accepts every config in collector-config/ (`validate`)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import BUILD_SCRIPT, CONFIG_DIR
+
+# Every top-level YAML file in collector-config/ (except the ocb manifest) and
+# the --config list it is validated with: overlays are merged onto their base.
+CONFIG_SETS: dict[str, list[str]] = {
+    "gateway.yaml": ["gateway.yaml"],
+    "gateway-dns.yaml": ["gateway-dns.yaml"],
+    "gateway-k8s.yaml": ["gateway-k8s.yaml"],
+    "sink.yaml": ["sink.yaml"],
+    "sink-backends.yaml": ["sink.yaml", "sink-backends.yaml"],
+    "sink-tail-sampling.yaml": ["sink.yaml", "sink-backends.yaml", "sink-tail-sampling.yaml"],
+}
+NOT_COLLECTOR_CONFIGS = {"builder.yaml"}
+
+# Env a real deployment would set; validation must pass with and without it.
+SAMPLE_ENV = {
+    "OTEL_PROGRESS_REPLICAS": "[10.0.0.1:4417, 10.0.0.2:4417, 10.0.0.3:4417]",
+    "OTEL_PROGRESS_DNS_HOSTNAME": "otel-progress-headless.otel-progress.svc.cluster.local",
+    "OTEL_PROGRESS_K8S_SERVICE": "otel-progress-headless.observability",
+    "OTEL_PROGRESS_TEMPO_ENDPOINT": "tempo-distributor.tempo:4317",
+    "OTEL_PROGRESS_HONEYCOMB_ENDPOINT": "https://api.eu1.honeycomb.io",
+    "HONEYCOMB_API_KEY": "hcaik_test_not_a_real_key",
+    "OTEL_PROGRESS_SAMPLING_PERCENT": "2.5",
+    "OTEL_PROGRESS_SAMPLING_DECISION_WAIT": "10s",
+    "OTEL_PROGRESS_SINK_TRACES_FILE": "/var/lib/otel-progress/traces.jsonl",
+}
+CONFIG_ENV_PREFIXES = ("OTEL_PROGRESS_", "HONEYCOMB_")
+
+
+def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CONFIG_ENV_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+def _config_args(files: list[str]) -> list[str]:
+    args: list[str] = []
+    for name in files:
+        args += ["--config", str(CONFIG_DIR / name)]
+    return args
+
+
+def _run(binary: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [binary, *args], capture_output=True, text=True, timeout=60, env=env or _clean_env(), check=False
+    )
+
+
+def test_every_collector_yaml_is_covered() -> None:
+    on_disk = {p.name for p in CONFIG_DIR.glob("*.yaml")} | {p.name for p in CONFIG_DIR.glob("*.yml")}
+    assert on_disk - NOT_COLLECTOR_CONFIGS == set(CONFIG_SETS), (
+        "add new collector-config/*.yaml files to CONFIG_SETS so that they are validated"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_SETS))
+@pytest.mark.parametrize("env_kind", ["defaults", "sample-env"])
+def test_validate(otelcol_binary: str, name: str, env_kind: str) -> None:
+    env = _clean_env(SAMPLE_ENV if env_kind == "sample-env" else None)
+    proc = _run(otelcol_binary, "validate", *_config_args(CONFIG_SETS[name]), env=env)
+    assert proc.returncode == 0, f"validate {CONFIG_SETS[name]} failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def _print_config(binary: str, files: list[str], env: dict[str, str] | None = None) -> dict:
+    proc = _run(binary, "print-config", *_config_args(files), env=_clean_env(env))
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(proc.stdout)
+
+
+def _listener_addresses(cfg: dict) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for rid, rcfg in (cfg.get("receivers") or {}).items():
+        for proto, pcfg in ((rcfg or {}).get("protocols") or {}).items():
+            if pcfg and pcfg.get("endpoint"):
+                out.append((f"receivers.{rid}.{proto}", pcfg["endpoint"]))
+    for eid, ecfg in (cfg.get("extensions") or {}).items():
+        if ecfg and ecfg.get("endpoint"):
+            out.append((f"extensions.{eid}", ecfg["endpoint"]))
+    for xid, xcfg in (cfg.get("exporters") or {}).items():
+        if xid.split("/")[0] == "prometheus":
+            out.append((f"exporters.{xid}", xcfg["endpoint"]))
+    for i, reader in enumerate(cfg["service"]["telemetry"]["metrics"]["readers"]):
+        prom = reader["pull"]["exporter"]["prometheus"]
+        out.append((f"service.telemetry.metrics.readers[{i}]", f"{prom['host']}:{prom['port']}"))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_SETS))
+def test_default_listeners_are_loopback(otelcol_binary: str, name: str) -> None:
+    cfg = _print_config(otelcol_binary, CONFIG_SETS[name])
+    listeners = _listener_addresses(cfg)
+    assert listeners, "no listener found"
+    for where, addr in listeners:
+        assert str(addr).startswith("127.0.0.1:"), f"{name}: {where} listens on {addr} by default"
+
+
+def test_gateway_and_sink_default_ports_do_not_clash(otelcol_binary: str) -> None:
+    gw = {addr for _, addr in _listener_addresses(_print_config(otelcol_binary, ["gateway.yaml"]))}
+    sink = {
+        addr for _, addr in _listener_addresses(_print_config(otelcol_binary, CONFIG_SETS["sink-tail-sampling.yaml"]))
+    }
+    assert not gw & sink, f"gateway and sink both listen on {gw & sink}"
+
+
+def test_gateway_load_balancing_settings(otelcol_binary: str) -> None:
+    cfg = _print_config(otelcol_binary, ["gateway.yaml"])
+    lb = cfg["exporters"]["load_balancing"]
+    assert lb["routing_key"] == "traceID"
+    retry = lb["retry_on_failure"]
+    assert retry["enabled"] is True
+    # Zero here (the load balancer's own default) would mean retrying in a hot loop.
+    assert retry["multiplier"] > 1 and retry["initial_interval"] not in (0, "0s")
+    # sending_queue is an optional block: printed (not null) means enabled.
+    assert lb["sending_queue"] is not None and lb["sending_queue"]["queue_size"] > 0
+    otlp = lb["protocol"]["otlp"]
+    assert otlp["tls"]["insecure"] is True
+    assert otlp["compression"] == "gzip"
+    assert lb["resolver"]["static"]["hostnames"] == ["127.0.0.1:4417", "127.0.0.1:4418"]
+    assert cfg["service"]["pipelines"]["traces"]["exporters"] == ["load_balancing"]
+
+    # N replicas from one env var.
+    cfg = _print_config(otelcol_binary, ["gateway.yaml"], {"OTEL_PROGRESS_REPLICAS": "[a:1, b:2, c:3]"})
+    assert cfg["exporters"]["load_balancing"]["resolver"]["static"]["hostnames"] == ["a:1", "b:2", "c:3"]
+
+
+def test_gateway_variants_differ_only_in_resolver() -> None:
+    def without_resolver(name: str) -> tuple[dict, dict]:
+        cfg = yaml.safe_load((CONFIG_DIR / name).read_text())
+        stripped = copy.deepcopy(cfg)
+        resolver = stripped["exporters"]["load_balancing"].pop("resolver")
+        return stripped, resolver
+
+    base, static = without_resolver("gateway.yaml")
+    assert list(static) == ["static"]
+    for name, kind in (("gateway-dns.yaml", "dns"), ("gateway-k8s.yaml", "k8s")):
+        other, resolver = without_resolver(name)
+        assert list(resolver) == [kind], name
+        assert other == base, f"{name} drifted from gateway.yaml outside exporters.load_balancing.resolver"
+    _, k8s = without_resolver("gateway-k8s.yaml")
+    assert k8s["k8s"]["return_hostnames"] is True
+
+
+def test_sink_pipelines(otelcol_binary: str) -> None:
+    cfg = _print_config(otelcol_binary, ["sink.yaml"])
+    pipelines = cfg["service"]["pipelines"]
+    # No external backend in the default sink.
+    exporters = {e for p in pipelines.values() for e in p["exporters"]}
+    assert not {e for e in exporters if e.startswith(("otlp", "load_balancing"))}, exporters
+    # delta -> cumulative before Prometheus, for every metrics pipeline that feeds it.
+    for name, p in pipelines.items():
+        if "prometheus" in p["exporters"]:
+            assert "delta_to_cumulative" in p["processors"], name
+    assert set(pipelines["metrics/detections"]["receivers"]) == {"count", "signal_to_metrics"}
+
+    full = _print_config(otelcol_binary, CONFIG_SETS["sink-tail-sampling.yaml"])
+    backends = full["service"]["pipelines"]["traces/backends"]
+    assert backends["exporters"] == ["otlp_grpc/tempo", "otlp_http/honeycomb"]
+    assert "tail_sampling/keep_detected" in backends["processors"]
+    # The archive and the metrics still see every span.
+    assert "tail_sampling/keep_detected" not in full["service"]["pipelines"]["traces/detections"]["processors"]
+    hc = _print_config(otelcol_binary, CONFIG_SETS["sink-backends.yaml"], {"HONEYCOMB_API_KEY": "k"})
+    headers = hc["exporters"]["otlp_http/honeycomb"]["headers"]
+    # print-config shows headers as [{name, value}] with secrets redacted.
+    names = {h["name"] for h in headers} if isinstance(headers, list) else set(headers)
+    assert "x-honeycomb-team" in names
+
+
+EXPECTED_COMPONENTS = {
+    "receivers": {"otlp"},
+    "processors": {
+        "memory_limiter",
+        "batch",
+        "delta_to_cumulative",
+        "tail_sampling",
+        "transform",
+        "filter",
+    },
+    "exporters": {"otlp_grpc", "otlp_http", "debug", "file", "prometheus", "load_balancing"},
+    "connectors": {"count", "signal_to_metrics"},
+    "extensions": {"health_check"},
+}
+
+
+def test_components_and_versions(otelcol_binary: str) -> None:
+    proc = _run(otelcol_binary, "components")
+    assert proc.returncode == 0, proc.stderr
+    comps = yaml.safe_load(proc.stdout)
+    for kind, names in EXPECTED_COMPONENTS.items():
+        have = {c["name"] for c in comps.get(kind) or []}
+        assert names <= have, f"{kind}: missing {names - have}"
+        for c in comps.get(kind) or []:
+            assert c["module"].endswith(" v0.161.0"), c["module"]
+    providers = {p["scheme"]: p["module"] for p in comps.get("providers") or []}
+    assert {"env", "file", "yaml"} <= set(providers)
+    for module in providers.values():
+        assert module.endswith(" v1.67.0"), module
+
+
+def test_build_script_reuses_cache(otelcol_binary: str) -> None:
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=120, check=False)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == otelcol_binary
+    assert elapsed < 30, f"cached build-collector.sh took {elapsed:.1f}s"
+    # Cache dir is named after the manifest hash.
+    import hashlib
+
+    digest = hashlib.sha256((CONFIG_DIR / "builder.yaml").read_bytes()).hexdigest()[:12]
+    assert Path(otelcol_binary).parent.name == f"otelcol-{digest}"
+
+
+def test_k8s_configmaps_embed_the_collector_configs() -> None:
+    """k8s/*.yaml ConfigMaps carry verbatim copies of gateway-k8s.yaml / sink.yaml."""
+    k8s_dir = CONFIG_DIR / "k8s"
+    found = 0
+    for path in sorted(k8s_dir.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc.get("kind") != "ConfigMap":
+                continue
+            for key, text in (doc.get("data") or {}).items():
+                if (CONFIG_DIR / key).is_file():
+                    found += 1
+                    assert yaml.safe_load(text) == yaml.safe_load((CONFIG_DIR / key).read_text()), (
+                        f"{path.name}: ConfigMap {doc['metadata']['name']} key {key} "
+                        f"differs from collector-config/{key}"
+                    )
+    assert found >= 2, "expected the gateway and sink configs embedded in k8s ConfigMaps"
+
+
+def _k8s_collector_deployments() -> list[tuple[str, dict, dict[str, str]]]:
+    """(deployment name, container, ConfigMap data) for each Collector Deployment in k8s/."""
+    out = []
+    for path in sorted((CONFIG_DIR / "k8s").glob("*.yaml")):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        cms = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
+        for d in docs:
+            if d["kind"] != "Deployment":
+                continue
+            spec = d["spec"]["template"]["spec"]
+            (container,) = spec["containers"]
+            cm_name = next(v["configMap"]["name"] for v in spec["volumes"] if "configMap" in v)
+            out.append((d["metadata"]["name"], container, cms[cm_name]))
+    return out
+
+
+def test_k8s_env_names_exist_in_the_configs() -> None:
+    referenced = set()
+    for path in CONFIG_DIR.glob("*.yaml"):
+        referenced |= set(re.findall(r"\$\{env:([A-Z0-9_]+)", path.read_text()))
+    deployments = _k8s_collector_deployments()
+    assert {name for name, _, _ in deployments} == {"otel-progress-gateway", "otel-progress-sink"}
+    for name, container, _ in deployments:
+        for var in container.get("env", []):
+            assert var["name"] in referenced, f"{name}: env {var['name']} is not used by any config"
+
+
+@pytest.mark.parametrize("deployment", ["otel-progress-gateway", "otel-progress-sink"])
+def test_k8s_collector_deployments_validate(otelcol_binary: str, deployment: str, tmp_path: Path) -> None:
+    """The Collector accepts the ConfigMap configs with the Deployment's args and env."""
+    (name, container, data) = next(d for d in _k8s_collector_deployments() if d[0] == deployment)
+    for key, text in data.items():
+        (tmp_path / key).write_text(text)
+    env = {v["name"]: v["value"] for v in container.get("env", []) if "value" in v}
+    env["HONEYCOMB_API_KEY"] = "from-a-secret"
+    args = [a.replace("/conf/", f"{tmp_path}/") for a in container["args"]]
+    # Also the commented-out backend overlays of the sink.
+    extra = [f"--config={tmp_path}/{k}" for k in ("sink-backends.yaml", "sink-tail-sampling.yaml") if k in data]
+    for argv in (args, args + extra):
+        proc = _run(otelcol_binary, "validate", *argv, env=_clean_env(env))
+        assert proc.returncode == 0, f"{name} {argv}:\n{proc.stdout}\n{proc.stderr}"
