@@ -5,9 +5,11 @@ the same thing produce one digest: JSON arriving as a string or as a map, keys i
 order, insignificant whitespace, volatile envelope fields (timestamps, request ids,
 ETags, latencies) that change on every reply.
 
-Digests are 64-bit integers taken from BLAKE3, keyed when a digest key is configured
-(``OTEL_PROGRESS_DIGEST_KEY``), so that a digest exported to a tracing backend cannot be
-reversed by hashing guesses of a low-entropy argument.
+Canonical text is JSON with sorted keys and no insignificant whitespace (UTF-8 bytes,
+produced with orjson; values orjson cannot encode go through a slower plain-Python path
+that yields the same form). Digests are 63-bit integers taken from BLAKE3, keyed when a
+digest key is configured (``OTEL_PROGRESS_DIGEST_KEY``), so that a digest exported to a
+tracing backend cannot be reversed by hashing guesses of a low-entropy argument.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import blake3
+import orjson
 
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
@@ -44,6 +47,8 @@ DEFAULT_VOLATILE_KEYS: frozenset[str] = frozenset(
 
 _MAX_DEPTH = 64
 _MAX_STRING_PARSE = 4 * 1024 * 1024  # JSON strings above this are digested as text
+_MAX_TEXT_FOLD = 8192  # timestamps are folded in plain-text results up to this size
+_SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _WS = re.compile(r"\s+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
@@ -53,10 +58,20 @@ _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )
 _ID_KEY = re.compile(r"(?:^|[_\-.])(?:id|ids|uuid|guid)$|Id$|ID$")
+_ID_KEY_CACHE: dict[str, bool] = {}
 
 
 def _norm_key(key: str) -> str:
     return key.replace("_", "").replace("-", "").lower()
+
+
+def _is_id_key(key: str) -> bool:
+    hit = _ID_KEY_CACHE.get(key)
+    if hit is None:
+        hit = bool(_ID_KEY.search(key))
+        if len(_ID_KEY_CACHE) < 4096:
+            _ID_KEY_CACHE[key] = hit
+    return hit
 
 
 def parse_json_value(value: Any) -> Any:
@@ -68,9 +83,15 @@ def parse_json_value(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         value = bytes(value).decode("utf-8", "replace")
     if isinstance(value, str) and value and len(value) <= _MAX_STRING_PARSE:
-        stripped = value.lstrip()
-        if stripped[:1] in ("{", "["):
+        head = value[:1]
+        if head not in ("{", "["):
+            head = value.lstrip()[:1]
+        if head in ("{", "["):
             try:
+                return orjson.loads(value)
+            except (orjson.JSONDecodeError, RecursionError):
+                pass
+            try:  # NaN/Infinity tokens, very deep nesting: the standard library's view
                 return json.loads(value)
             except (ValueError, RecursionError):
                 return value
@@ -78,15 +99,13 @@ def parse_json_value(value: Any) -> Any:
 
 
 def _plain(value: Any, depth: int, volatile: frozenset[str] | None) -> Any:
-    """Convert to plain JSON-compatible data: sorted-key dicts, lists, finite numbers."""
+    """Convert to plain JSON-compatible data, dropping volatile keys at any depth."""
     if depth > _MAX_DEPTH:
         return "<deep>"
     if value is None or isinstance(value, (bool, int, str)):
-        return value
+        return value if not isinstance(value, int) or isinstance(value, bool) or abs(value) < 2**63 else str(value)
     if isinstance(value, float):
-        if math.isfinite(value):
-            return int(value) if value.is_integer() and abs(value) < 2**53 else value
-        return repr(value)
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -104,6 +123,23 @@ def _plain(value: Any, depth: int, volatile: frozenset[str] | None) -> Any:
     return str(value)
 
 
+def _dumps(value: Any) -> bytes:
+    """Sorted-key compact JSON bytes of an already plain value."""
+    try:
+        return orjson.dumps(value, option=_SORT)
+    except (TypeError, orjson.JSONEncodeError):
+        return orjson.dumps(_plain(value, 0, None), option=_SORT)
+
+
+def _canonical_bytes(parsed: Any, volatile: frozenset[str] | None) -> bytes:
+    if volatile is None:
+        try:
+            return orjson.dumps(parsed, option=_SORT)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return _dumps(_plain(parsed, 0, volatile))
+
+
 def strip_volatile(value: Any, volatile: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> Any:
     """Return ``value`` (parsed if it is a JSON string) without volatile keys, at any depth."""
     keys = frozenset(_norm_key(k) for k in volatile)
@@ -111,47 +147,36 @@ def strip_volatile(value: Any, volatile: Iterable[str] = DEFAULT_VOLATILE_KEYS) 
 
 
 def canonical_json(value: Any, volatile: frozenset[str] | None = None) -> str:
-    """The canonical text of a value: JSON with sorted keys and fixed separators.
+    """The canonical text of a value: JSON with sorted keys and no extra whitespace.
 
     ``value`` may be a map, a list, a scalar or a string holding JSON. ``volatile`` holds
     already-normalised key names (see :class:`Digester`) to drop at any depth.
     """
-    plain = _plain(parse_json_value(value), 0, volatile)
-    try:
-        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):  # pragma: no cover - _plain output is JSON-safe
-        return repr(plain)
+    return _canonical_bytes(parse_json_value(value), volatile).decode("utf-8")
 
 
-def normalise_action(name: str, arguments: Any) -> str:
+def _fold(value: Any, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        return "<deep>"
+    if isinstance(value, str):
+        if len(value) >= 36 and "-" in value:
+            value = _UUID.sub("<id>", value)
+        return " ".join(value.split()).lower()
+    if isinstance(value, Mapping):
+        return {str(k).lower(): _fold(v, depth + 1) for k, v in value.items() if not _is_id_key(str(k))}
+    if isinstance(value, (list, tuple)):
+        return [_fold(v, depth + 1) for v in value]
+    return value
+
+
+def normalise_action(name: str, arguments: Any) -> bytes:
     """The decision-relevant form of a call, for state signatures (seed 003).
 
     Lower-cased, whitespace folded, id-like fields (``id``, ``*_id``, ``uuid``) dropped and
-    id-like values (UUIDs, hex ids) folded, so two calls that differ only in phrasing case,
-    spacing or a fresh identifier are one action.
+    UUIDs folded, so two calls that differ only in phrasing case, spacing or a fresh
+    identifier are one action.
     """
-
-    def fold(value: Any, depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            return "<deep>"
-        if isinstance(value, str):
-            text = _UUID.sub("<id>", value)
-            return _WS.sub(" ", text).strip().lower()
-        if isinstance(value, Mapping):
-            return {
-                str(k).lower(): fold(v, depth + 1)
-                for k, v in value.items()
-                if not _ID_KEY.search(str(k))
-            }
-        if isinstance(value, (list, tuple)):
-            return [fold(v, depth + 1) for v in value]
-        return value
-
-    plain = _plain(parse_json_value(arguments), 0, None)
-    folded = fold(plain, 0)
-    return name.strip().lower() + ":" + json.dumps(
-        folded, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return name.strip().lower().encode("utf-8") + b":" + _dumps(_fold(parse_json_value(arguments), 0))
 
 
 def error_signature_text(
@@ -162,7 +187,7 @@ def error_signature_text(
     Paths, UUIDs, hex ids and digits in the message are folded, so the same failure
     reached with other arguments (another id, another line number) has one signature.
     """
-    msg = message or ""
+    msg = (message or "")[: limit * 4]
     msg = _UUID.sub("<id>", msg)
     msg = _PATH.sub("<path>", msg)
     msg = _HEXID.sub("<hex>", msg)
@@ -171,8 +196,32 @@ def error_signature_text(
     return f"{tool}|{error_type or ''}|{msg}"
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
+def _keys(value: Any) -> set[str]:
+    """Every mapping key at any depth of a parsed JSON value."""
+    keys: set[str] = set()
+    stack = [value]
+    depth = 0
+    while stack and depth < 100_000:
+        node = stack.pop()
+        depth += 1
+        if type(node) is dict:
+            keys.update(node)
+            stack.extend([v for v in node.values() if type(v) in _CONTAINERS])
+        elif type(node) is list or type(node) is tuple:
+            stack.extend([v for v in node if type(v) in _CONTAINERS])
+    return keys
+
+
+_CHECK_EVERY = 16  # results of a tool with no volatile key so far are re-checked this often
+_CHECK_FIRST = 8  # the first results of each tool are always checked
+_MAX_TOOLS = 1024
+
+
 class Digester:
-    """Computes the 64-bit digests the engine compares.
+    """Computes the digests the engine compares.
 
     Args:
         key: optional secret; when given, digests are keyed BLAKE3 (the key is first
@@ -180,7 +229,7 @@ class Digester:
         volatile_keys: result keys to strip before digesting a result.
     """
 
-    __slots__ = ("_key", "_volatile", "_volatile_re")
+    __slots__ = ("_key", "_key_cache", "_tools", "_volatile")
 
     def __init__(self, key: bytes | str | None = None, volatile_keys: Iterable[str] = DEFAULT_VOLATILE_KEYS):
         if isinstance(key, str):
@@ -191,45 +240,76 @@ class Digester:
             else None
         )
         self._volatile = frozenset(_norm_key(k) for k in volatile_keys)
-        # A cheap pre-check: a JSON result with none of these substrings needs no parsing
-        # to strip volatile fields.
-        alts = sorted({re.escape(k) for k in volatile_keys} | {re.escape(k) for k in self._volatile})
-        self._volatile_re = re.compile("(?i)" + "|".join(alts)) if alts else None
+        self._key_cache: dict[str, bool] = {}
+        # Per tool: -1 once a result of it held a volatile key (always strip), else how
+        # many of its results were checked and found clean (check only now and then).
+        self._tools: dict[str, int] = {}
 
     @property
     def keyed(self) -> bool:
         """Whether digests are keyed."""
         return self._key is not None
 
-    def bytes_digest(self, data: bytes) -> int:
-        """The 64-bit digest of raw bytes."""
+    def digest(self, data: bytes) -> int:
+        """The 63-bit digest of bytes."""
         h = blake3.blake3(data, key=self._key) if self._key else blake3.blake3(data)
-        return int.from_bytes(h.digest(8), "big") & 0x7FFF_FFFF_FFFF_FFFF
+        return int.from_bytes(h.digest(8), "big") >> 1
 
     def text(self, text: str) -> int:
         """The digest of a text."""
-        return self.bytes_digest(text.encode("utf-8", "surrogatepass"))
+        return self.digest(text.encode("utf-8", "surrogatepass"))
 
-    def arguments(self, arguments: Any) -> str:
-        """Canonical text of call arguments (nothing stripped: arguments are the request)."""
-        return canonical_json(arguments, None)
+    def arguments(self, arguments: Any) -> bytes:
+        """Canonical bytes of call arguments (nothing stripped: arguments are the request).
+        ``arguments`` may be a JSON string or already parsed."""
+        return _canonical_bytes(parse_json_value(arguments), None)
 
-    def result(self, result: Any) -> tuple[str, Any]:
-        """Canonical text of a result and the parsed result. Volatile fields are stripped
-        and ISO-8601 timestamps anywhere in the text are folded to ``<ts>``, so a reply
-        that differs from the last one only in the time it was served is the same reply."""
+    def _volatile_in(self, parsed: Any, tool: str | None) -> bool:
+        """Whether a parsed result holds a volatile key. Results of one tool share a
+        schema, so a tool whose results never held one is only checked now and then."""
+        seen = self._tools.get(tool, 0) if tool is not None else 0
+        if seen < 0:
+            return True
+        if seen >= _CHECK_FIRST and seen % _CHECK_EVERY:
+            if tool is not None:
+                self._tools[tool] = seen + 1
+            return False
+        cache = self._key_cache
+        hit = False
+        for key in _keys(parsed):
+            vol = cache.get(key)
+            if vol is None:
+                vol = _norm_key(key) in self._volatile if isinstance(key, str) else False
+                if len(cache) < 8192:
+                    cache[key] = vol
+            if vol:
+                hit = True
+                break
+        if tool is not None:
+            if len(self._tools) >= _MAX_TOOLS and tool not in self._tools:
+                self._tools.clear()
+            self._tools[tool] = -1 if hit else seen + 1
+        return hit
+
+    def result(self, result: Any, tool: str | None = None) -> tuple[bytes, Any]:
+        """Canonical bytes of a result, and the parsed result.
+
+        JSON results lose their volatile keys at any depth (``tool`` names the tool, so
+        that results of a tool whose schema has none need not be searched each time).
+        Plain-text results have ISO-8601 timestamps folded to ``<ts>``, so a reply that
+        differs from the last one only in the time it was served is the same reply.
+        """
         parsed = parse_json_value(result)
         if isinstance(parsed, str):
-            return _TIMESTAMP.sub("<ts>", parsed.strip()), parsed
-        volatile: frozenset[str] | None = self._volatile
-        if isinstance(result, str) and (self._volatile_re is None or not self._volatile_re.search(result)):
-            volatile = None  # no volatile key can be present: skip the key checks
-        plain = _plain(parsed, 0, volatile)
-        try:
-            text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        except (ValueError, TypeError, RecursionError):  # pragma: no cover
-            text = repr(plain)
-        return _TIMESTAMP.sub("<ts>", text), parsed
+            text = parsed.strip()
+            if len(text) <= _MAX_TEXT_FOLD and "-" in text:
+                text = _TIMESTAMP.sub("<ts>", text)
+            return text.encode("utf-8", "surrogatepass"), parsed
+        if self._volatile and isinstance(parsed, _CONTAINERS) and self._volatile_in(parsed, tool):
+            return _canonical_bytes(parsed, self._volatile), parsed
+        if isinstance(parsed, Mapping) and not isinstance(parsed, dict):
+            return _canonical_bytes(parsed, self._volatile or None), parsed
+        return _canonical_bytes(parsed, None), parsed
 
     def hex(self, digest: int) -> str:
         """The exported form of a digest: 16 lower-case hex digits."""

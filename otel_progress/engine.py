@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from .canonical import Digester
 from .config import Config
 from .escalation import handoff_note, nudge_text
 from .model import Detection, Level, Scope, ToolCall
-from .pipeline import Pipeline, RunState
+from .pipeline import Pipeline, RunState, admit
 from .signals import RunSignatureSignal, Step, build_signals
 
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]
@@ -91,7 +92,7 @@ class TraceState:
         self.trace_id = trace_id
         self.pipeline = pipeline
         self.runs: dict[str, RunState] = {}
-        self.evidence: set[int] = set()
+        self.evidence = array("q")  # sorted distinct result digests of all runs
         self.evidence_version = 0
         self.plan_node: str | None = None
         self.tokens = 0
@@ -102,10 +103,7 @@ class TraceState:
 
     def admit(self, digest: int) -> None:
         """Admit a result digest to the trace-wide evidence."""
-        if digest not in self.evidence:
-            if len(self.evidence) >= self.pipeline.config.max_evidence * 4:
-                self.evidence.clear()
-            self.evidence.add(digest)
+        if admit(self.evidence, digest, self.pipeline.config.max_evidence * 4):
             self.evidence_version += 1
 
     def trace_signature(self) -> int:

@@ -24,13 +24,18 @@ class Attempt:
     """One distinct call the run made: its shape (tool and argument names), fingerprint,
     how often it ran, and how often it failed."""
 
-    __slots__ = ("count", "failures", "fingerprint", "shape")
+    __slots__ = ("call", "count", "failures", "shape")
 
-    def __init__(self, shape: str, fingerprint: str) -> None:
+    def __init__(self, shape: str, call: int) -> None:
         self.shape = shape
-        self.fingerprint = fingerprint
+        self.call = call
         self.count = 0
         self.failures = 0
+
+    @property
+    def fingerprint(self) -> str:
+        """Eight hex digits of the call's digest."""
+        return f"{self.call:016x}"[:8]
 
 
 def nudge_text(finding: Finding, level: Level, turn: int, first_turn: int | None) -> str:

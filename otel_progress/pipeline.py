@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,9 +25,10 @@ from .signals import CallFacts, Signal, Step
 
 __all__ = ["Pipeline", "RunState"]
 
-_SEP = "\x1f"
-_SEEN_IDS = 64
-_MAX_ATTEMPTS = 8
+_SEP = b"\x1f"
+_MASK = (1 << 63) - 1
+_SEEN_IDS = 32
+_MAX_ATTEMPTS = 6
 _EMPTY_TEXT = re.compile(
     r"^(?:(?:0|no|zero|none)\s+(?:results?|matches|hits|items|documents|docs|records|rows|entries|files)"
     r"(?:\s+found)?|no\s+results?\s+found|nothing\s+found|not\s+found|none|null|\[\]|\{\})\.?$",
@@ -54,11 +56,36 @@ def _is_empty(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def admit(evidence: array[int], digest: int, cap: int) -> bool:
+    """Add a digest to a sorted array of distinct digests; False if it was there.
+    Past ``cap`` entries the array is emptied: forgetting can only hide a loop, never
+    invent one."""
+    i = bisect_left(evidence, digest)
+    if i < len(evidence) and evidence[i] == digest:
+        return False
+    if len(evidence) >= cap:
+        del evidence[:]
+        i = 0
+    evidence.insert(i, digest)
+    return True
+
+
+_SHAPES: dict[str, str] = {}
+
+
 def _shape(name: str, arguments: Any) -> str:
-    """``tool(arg1, arg2)``: argument names only, never values."""
+    """``tool(arg1, arg2)``: argument names only, never values. Shapes repeat across
+    runs, so one copy of each is shared (a bounded table)."""
     if isinstance(arguments, Mapping):
-        return f"{name}({', '.join(sorted(str(k) for k in arguments)[:6])})"
-    return f"{name}(…)" if arguments not in (None, NOT_CAPTURED, "", {}) else f"{name}()"
+        shape = f"{name}({', '.join(sorted(str(k) for k in arguments)[:6])})"
+    else:
+        shape = f"{name}(…)" if arguments not in (None, NOT_CAPTURED, "", {}) else f"{name}()"
+    shared = _SHAPES.get(shape)
+    if shared is None:
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        shared = _SHAPES[shape] = shape
+    return shared
 
 
 class RunState:
@@ -111,7 +138,7 @@ class RunState:
         self.first_detection_turn: int | None = None
         self.first_detection_tokens = 0
         self.states: list[Any] = [s.new_state() for s in pipeline.signals]
-        self.evidence: set[int] = set()
+        self.evidence = array("q")  # sorted distinct result digests
         self.evidence_version = 0
         self.sig_evidence_version = -1
         self.last_plan_step: str | None = None
@@ -174,37 +201,39 @@ class Pipeline:
         d = self.digester
         name = call.name
         has_args = call.arguments is not NOT_CAPTURED and call.arguments is not None
-        args_text = d.arguments(call.arguments) if has_args else ""
+        args = parse_json_value(call.arguments) if has_args else None
+        request = name.encode("utf-8", "surrogatepass") + _SEP + (d.arguments(args) if has_args else b"")
+        call_digest = d.digest(request)
         result_digest: int | None = None
         parsed: Any = None
         empty = True
-        result_text: str | None = None
         if call.result is not NOT_CAPTURED and not (call.error and call.result is None):
-            result_text, parsed = d.result(call.result)
-            result_digest = d.text(result_text)
+            result_bytes, parsed = d.result(call.result, name)
+            result_digest = d.digest(result_bytes)
             empty = _is_empty(parsed)
         error: int | None = None
         if call.error:
             error = d.text(error_signature_text(name, call.error_type, call.error_message))
-        if result_text is not None:
-            key: int | None = d.text(name + _SEP + args_text + _SEP + result_text)
-        elif error is not None and (has_args or call.error_message or call.error_type):
-            key = d.text(f"{name}{_SEP}{args_text}{_SEP}!{error}") if has_args else None
+        # The turn key: the request and what came back (the result, else the error).
+        if result_digest is not None:
+            key: int | None = hash((call_digest, result_digest)) & _MASK
+        elif error is not None and has_args:
+            key = hash((call_digest, -1, error)) & _MASK
         else:
             key = None
         action = None
-        if self._want_action and (has_args or result_text is not None):
-            action = d.text(normalise_action(name, call.arguments if has_args else None))
+        if self._want_action and (has_args or result_digest is not None):
+            action = d.digest(normalise_action(name, args))
         return CallFacts(
             tool=name,
             key=key,
-            call=d.text(name + _SEP + args_text),
+            call=call_digest,
             result=result_digest,
             parsed_result=parsed,
             empty=empty,
             error=error,
             action=action,
-            args_shape=_shape(name, parse_json_value(call.arguments) if has_args else None),
+            args=args,
             span_id=call.span_id,
         )
 
@@ -268,18 +297,15 @@ class Pipeline:
             actions = ",".join(str(a) for a in sorted(f.action for f in step.facts))  # type: ignore[type-var]
             obligations = ",".join(sorted(first.obligations)) if first.obligations else ""
             run.step_signature = self.digester.text(
-                _SEP.join((first.goal or "", first.node or "", actions, evidence_part, obligations,
-                           first.blocked_on or ""))
+                "\x1f".join((first.goal or "", first.node or "", actions, evidence_part, obligations,
+                              first.blocked_on or ""))
             )
         # Admit the step's results as evidence.
         cap = self.config.max_evidence
         for f in step.facts:
             if f.result is None or f.empty:
                 continue
-            if f.result not in run.evidence:
-                if len(run.evidence) >= cap:
-                    run.evidence.clear()  # forgetting can only hide a loop, never invent one
-                run.evidence.add(f.result)
+            if admit(run.evidence, f.result, cap):
                 run.evidence_version += 1
                 step.new_evidence += 1
             run.trace.admit(f.result)
@@ -289,7 +315,7 @@ class Pipeline:
             if attempt is None:
                 if len(run.attempts) >= _MAX_ATTEMPTS:
                     run.attempts.pop(next(iter(run.attempts)))
-                attempt = run.attempts[f.call] = Attempt(f.args_shape, self.digester.hex(f.call)[:8])
+                attempt = run.attempts[f.call] = Attempt(_shape(f.tool, f.args), f.call)
             attempt.count += 1
             if call.error:
                 attempt.failures += 1

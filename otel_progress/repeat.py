@@ -6,17 +6,16 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from .canonical import Digester
+from .canonical import Digester, canonical_json
 from .signals.repeat import find_period
 
 __all__ = ["first_repeat_turn"]
 
-_digester = Digester(volatile_keys=())
+_digester = Digester()
 
 
 def _key(name: str, args: Any, result: Any) -> int:
-    text, _ = _digester.result(result)
-    return _digester.text(f"{name}\x1f{_digester.arguments(args)}\x1f{text}")
+    return _digester.text(f"{name}\x1f{canonical_json(args)}\x1f{canonical_json(result)}")
 
 
 def first_repeat_turn(calls: Iterable[tuple[str, Any, Any]], window: int) -> int | None:

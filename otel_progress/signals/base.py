@@ -34,7 +34,7 @@ class CallFacts:
     empty: bool  # the result carries nothing (empty list/map/string, "0 results", ...)
     error: int | None  # error signature digest, None if the call succeeded
     action: int | None  # normalised action digest for state signatures; None: no content
-    args_shape: str  # "tool(arg1, arg2)": argument names only, for notes
+    args: Any  # the arguments, parsed from JSON where they were JSON (None: absent)
     span_id: str
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from typing import Any
 
 from ..model import Finding, Reason
@@ -20,17 +20,20 @@ class FrequencySignal(Signal):
 
     name = "frequency"
 
-    def new_state(self) -> deque[int]:
-        return deque(maxlen=self.config.frequency_window)
+    def new_state(self) -> array[int]:
+        return array("q")
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
         count = 0
+        window = self.config.frequency_window
         for facts in step.facts:
             if facts.key is None:
                 continue
             state.append(facts.key)
+            if len(state) > window:
+                del state[0]
             count = max(count, state.count(facts.key))
         if count < self.config.frequency_count:
             return None

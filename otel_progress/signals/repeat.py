@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from typing import Any
 
 from ..model import Finding, Reason
@@ -11,7 +11,7 @@ from .base import Signal, Step
 __all__ = ["RepeatCycleSignal", "find_period"]
 
 
-def find_period(keys: list[int]) -> int | None:
+def find_period(keys: list[int] | array[int]) -> int | None:
     """The shortest p with ``keys[-2p:-p] == keys[-p:]``, or None."""
     m = len(keys)
     for p in range(1, m // 2 + 1):
@@ -30,16 +30,18 @@ class RepeatCycleSignal(Signal):
 
     name = "repeat"
 
-    def new_state(self) -> deque[int]:
-        return deque(maxlen=self.config.window)
+    def new_state(self) -> array[int]:
+        return array("q")
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
         state.append(step.key if step.key is not None else -step.turn)
+        if len(state) > self.config.window:
+            del state[0]
         if step.key is None or len(state) < 2:
             return None
-        period = find_period(list(state))
+        period = find_period(state)
         if period is None:
             return None
         return Finding(

@@ -195,7 +195,7 @@ def test_003_progressing_reconciliation_is_not_a_livelock() -> None:
 def test_003_livelocked_reconciliation_fires_livelock_with_tokens_burned() -> None:
     engine = ProgressEngine(Config(disabled_signals=frozenset({"repeat", "frequency", "barren"})))
     dets = []
-    for i, c in enumerate(_make(_reconciliation(livelocked=True))):
+    for c in _make(_reconciliation(livelocked=True)):
         engine.record_tokens("t1", "", 27_000)  # each model turn costs tokens
         dets += engine.observe(c, flush=True)
     live = [d for d in dets if d.reason is Reason.SIGNATURE_REPEAT]
