@@ -33,6 +33,8 @@ __all__ = [
     "Level",
     "ManifestError",
     "ProgressEngine",
+    "ProgressInstrumentor",
+    "ProgressSpanProcessor",
     "Reason",
     "RunSummary",
     "Scope",
@@ -42,5 +44,19 @@ __all__ = [
     "load_manifest",
     "parse_manifest",
 ]
+
+_LAZY = {"ProgressSpanProcessor": ".processor", "ProgressInstrumentor": ".instrument"}
+
+
+def __getattr__(name: str) -> object:
+    """Import the SDK adapters on first use, so the engine never imports the SDK."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 __version__ = "0.1.0"

@@ -39,6 +39,34 @@ def _parser() -> argparse.ArgumentParser:
                      help="always show the progress bar on stderr")
     bar.add_argument("--no-progress", dest="progress", action="store_false",
                      help="never show the progress bar")
+
+    demo = sub.add_parser(
+        "demo",
+        help="run scripted looping and healthy agents through the SDK with the processor",
+        description=(
+            "Run the seed documents' scripted agents (deploy poll, docs search, edit/revert"
+            " fix, reconciliation planner, planner/extractor lap, a healthy reader) through"
+            " the OpenTelemetry SDK with ProgressSpanProcessor, write their spans as"
+            " OTLP/JSON (and to OTLP if OTEL_EXPORTER_OTLP_ENDPOINT is set) and print what"
+            " was detected where, with the nudge a harness would have sent. No server needed."
+        ),
+    )
+    demo.add_argument("--output", "-o", metavar="FILE", default="otel-progress-demo.jsonl",
+                      help="OTLP/JSON file to write (default: %(default)s); '' for none")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the OTLP/gRPC detection service (for a Collector pipeline)",
+        description=(
+            "Receive traces over OTLP/gRPC (TraceService/Export), detect agents that stopped making"
+            " progress, and either annotate the spans and forward them (inline mode) or send findings"
+            " as annotation spans and metrics (tap mode). Every option can also be set with the"
+            " environment variable shown. See docs/service.md."
+        ),
+    )
+    from .service.options import add_arguments as _serve_arguments
+
+    _serve_arguments(serve)
     return parser
 
 
@@ -64,6 +92,20 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return run_scan(args.paths, config_path=args.config, fmt=args.format, html=args.html,
                         progress=args.progress)
+    if args.command == "serve":
+        from .service.options import ServiceConfigError, from_args
+        from .service.server import run_serve
+
+        try:
+            service_config = from_args(args)
+        except ServiceConfigError as exc:
+            print(f"otel-progress serve: {exc}", file=sys.stderr)
+            return 2
+        return run_serve(service_config)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.output or None)
     parser.print_help(sys.stderr)
     return 2
 

@@ -1,0 +1,512 @@
+"""``otel-progress demo``: scripted agents through the real SDK with the processor.
+
+The agents are the seed documents' traces: a deploy agent polling a build (healthy: the
+manifest says the poll is a wait), a docs agent rephrasing a search that keeps returning
+nothing, a code-fixing agent editing and reverting the same line, a reconciliation
+planner revisiting ``verify_totals`` with nothing new, a planner and an extractor lapping
+a loop between them, and a healthy research agent. Each emits OpenTelemetry GenAI spans
+(``invoke_agent``, ``chat``, ``execute_tool`` with content) through a real
+``TracerProvider``; spans carry simulated timestamps so that waits and intervals are
+those of the seeds. The processor wraps a ``BatchSpanProcessor`` writing OTLP/JSON to a
+file (and an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints
+what was detected on which span and the nudge a harness would have sent. No server
+needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.trace import Span, StatusCode, Tracer
+
+from .config import Config
+from .manifest import parse_manifest
+from .model import Detection
+
+__all__ = [
+    "DEMO_MANIFEST",
+    "SCENARIOS",
+    "OtlpJsonFileExporter",
+    "Scenario",
+    "ScriptedAgent",
+    "run_demo",
+]
+
+#: The deploy agent's manifest entry, from seed 000.
+DEMO_MANIFEST: list[dict[str, Any]] = [
+    {
+        "name": "get_build_status",
+        "kind": "wait",
+        "progress_field": "status",
+        "waiting_values": ["queued", "running"],
+        "terminal_values": ["success", "failed", "cancelled", "timed_out"],
+        "max_wait_seconds": 1200,
+        "min_interval_seconds": 5,
+    },
+    {"name": "edit_file", "kind": "write"},
+]
+
+_NS = 1_000_000_000
+
+
+# -- an OTLP/JSON file exporter -------------------------------------------------------------
+
+
+def _any_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {"kvlistValue": {"values": _key_values(value)}}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def _key_values(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    return [{"key": str(k), "value": _any_value(v)} for k, v in (attributes or {}).items()]
+
+
+def _span_json(span: ReadableSpan) -> dict[str, Any]:
+    ctx = span.context
+    out: dict[str, Any] = {
+        "traceId": format(ctx.trace_id, "032x"),
+        "spanId": format(ctx.span_id, "016x"),
+        "name": span.name,
+        "kind": int(span.kind.value) + 1,  # the SDK's INTERNAL is 0, OTLP's is 1
+        "startTimeUnixNano": str(span.start_time or 0),
+        "endTimeUnixNano": str(span.end_time or 0),
+        "attributes": _key_values(span.attributes),
+        "status": {"code": int(span.status.status_code.value)},
+    }
+    if span.parent is not None:
+        out["parentSpanId"] = format(span.parent.span_id, "016x")
+    if span.status.description:
+        out["status"]["message"] = span.status.description
+    if span.events:
+        out["events"] = [
+            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _key_values(e.attributes)}
+            for e in span.events
+        ]
+    if span.links:
+        out["links"] = [
+            {"traceId": format(link.context.trace_id, "032x"), "spanId": format(link.context.span_id, "016x"),
+             "attributes": _key_values(link.attributes)}
+            for link in span.links
+        ]
+    return out
+
+
+class OtlpJsonFileExporter(SpanExporter):
+    """Writes each export as one OTLP/JSON ``ExportTraceServiceRequest`` line (the
+    Collector file exporter's format, which ``otel-progress scan`` reads)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, stream: IO[str] | None = None) -> None:
+        if stream is None and path is None:
+            raise ValueError("OtlpJsonFileExporter needs a path or a stream")
+        self._stream = stream if stream is not None else open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._owned = stream is None
+        self._lock = threading.Lock()
+        self.spans_written = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        groups: dict[tuple[int, str, str], tuple[Any, Any, list[dict[str, Any]]]] = {}
+        for span in spans:
+            scope = span.instrumentation_scope
+            key = (id(span.resource), getattr(scope, "name", ""), getattr(scope, "version", "") or "")
+            if key not in groups:
+                groups[key] = (span.resource, scope, [])
+            groups[key][2].append(_span_json(span))
+        by_resource: dict[int, dict[str, Any]] = {}
+        for (rid, _, _), (resource, scope, items) in groups.items():
+            entry = by_resource.setdefault(rid, {
+                "resource": {"attributes": _key_values(resource.attributes if resource else {})},
+                "scopeSpans": [],
+            })
+            scope_json: dict[str, Any] = {"name": getattr(scope, "name", "") or ""}
+            if getattr(scope, "version", None):
+                scope_json["version"] = scope.version
+            entry["scopeSpans"].append({"scope": scope_json, "spans": items})
+        line = json.dumps({"resourceSpans": list(by_resource.values())}, separators=(",", ":"))
+        try:
+            with self._lock:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+                self.spans_written += len(spans)
+        except (OSError, ValueError):
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        if self._owned:
+            with contextlib.suppress(OSError):
+                self._stream.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+# -- scripted agents ------------------------------------------------------------------------
+
+
+class ScriptedAgent:
+    """Emits one agent's GenAI spans with a simulated clock (seconds since its start)."""
+
+    def __init__(self, tracer: Tracer, start_ns: int | None = None) -> None:
+        self.tracer = tracer
+        self.now = start_ns if start_ns is not None else time.time_ns()
+        self.nudges: list[Detection] = []
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * _NS)
+
+    @contextlib.contextmanager
+    def agent(self, name: str, **attributes: Any) -> Iterator[Span]:
+        span = self.tracer.start_span(
+            f"invoke_agent {name}", start_time=self.now,
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+                        "gen_ai.provider.name": "openai", **attributes},
+        )
+        with trace.use_span(span, end_on_exit=False):
+            yield span
+        self.advance(0.1)
+        span.end(end_time=self.now)
+
+    @contextlib.contextmanager
+    def node(self, name: str) -> Iterator[Span]:
+        """A plan-node span (a graph step) between the agent and its calls."""
+        span = self.tracer.start_span(name, start_time=self.now)
+        with trace.use_span(span, end_on_exit=False):
+            yield span
+        span.end(end_time=self.now)
+
+    def chat(self, input_tokens: int, output_tokens: int, seconds: float = 2.0) -> None:
+        span = self.tracer.start_span(
+            "chat gpt-4o", start_time=self.now,
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
+        )
+        self.advance(seconds)
+        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+        span.end(end_time=self.now)
+
+    def tool(self, name: str, arguments: Any, result: Any = None, *, error: str | None = None,
+             seconds: float = 1.0, **attributes: Any) -> None:
+        span = self.tracer.start_span(
+            f"execute_tool {name}", start_time=self.now,
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+        )
+        self.advance(seconds)
+        span.set_attribute("gen_ai.tool.call.arguments", json.dumps(arguments))
+        if error is not None:
+            span.set_attribute("error.type", error)
+            span.set_status(StatusCode.ERROR, f"{error}: {name} failed")
+        else:
+            span.set_attribute("gen_ai.tool.call.result", result if isinstance(result, str) else json.dumps(result))
+        for key, value in attributes.items():
+            span.set_attribute(key.replace("__", "."), value)
+        span.end(end_time=self.now)
+
+
+@dataclass
+class Scenario:
+    """One scripted agent of the demo."""
+
+    agent: str
+    story: str
+    expect_detection: bool
+    run: Callable[[ScriptedAgent], None]
+    seed: str = ""
+    detections: list[Detection] = field(default_factory=list)
+
+
+def _deploy(a: ScriptedAgent) -> None:
+    statuses = (["queued"] + [f"running {n}/4" for n in (1, 1, 2, 2, 3, 3, 3)] + ["success"])
+    with a.agent("deploy-agent"):
+        for status in statuses:
+            a.chat(1800, 120)
+            state, _, jobs = status.partition(" ")
+            result = {"build_id": "b_88231", "status": state}
+            if jobs:
+                result["jobs"] = jobs
+            a.tool("get_build_status", {"build_id": "b_88231"}, result)
+            a.advance(30)
+        a.chat(1900, 150)
+        a.tool("merge_pr", {"pr": 88}, {"merged": True, "sha": "9f2c1e7"})
+        a.chat(2000, 300)
+
+
+def _docs(a: ScriptedAgent) -> None:
+    queries = ["refund policy", "refund policy annual plans", "annual plan refund rules",
+               "what is the refund policy for annual subscriptions", "refunds yearly subscription",
+               "annual subscription cancellation refund", "refund terms annual billing",
+               "money back annual plan", "refund eligibility yearly"]
+    with a.agent("docs-agent"):
+        for q in queries:
+            a.chat(8100, 90)
+            a.tool("search_docs", {"q": q}, {"results": [], "total": 0})
+
+
+def _code_fix(a: ScriptedAgent) -> None:
+    tree = {"null-check": "tree:4be1", "default-arg": "tree:77c0", "base": "tree:0000"}
+    edits = [("add null check at line 40", "null-check"), ("revert null check, change default arg", "default-arg")]
+    with a.agent("fixer-agent"):
+        a.chat(5400, 300)
+        a.tool("run_tests", {"target": "tests/test_export.py"},
+               {"failed": ["test_export_handles_empty_rows"], "passed": 41},
+               progress__state=tree["base"])
+        for i in range(8):
+            change, state = edits[i % 2]
+            a.chat(5400, 300)
+            a.tool("edit_file", {"path": "src/exporter.py", "change": change},
+                   {"ok": True, "tree": tree[state]}, progress__state=tree[state])
+            a.chat(5400, 200)
+            a.tool("run_tests", {"target": "tests/test_export.py"},
+                   {"failed": ["test_export_handles_empty_rows"], "passed": 41},
+                   progress__state=tree[state])
+
+
+def _planner(a: ScriptedAgent) -> None:
+    with a.agent("planner-1", **{"gen_ai.conversation.id": "run_9402"}):
+        for version in ("v2", "v3", "v3", "v3", "v3", "v3"):
+            with a.node("verify_totals"):
+                a.chat(9000, 200)
+                a.tool("compute_totals", {"ledger": "acme-2026-02"},
+                       {"match": False, "mismatch": "4102.50"})
+                a.chat(9000, 200)
+                a.tool("fetch_statement", {"vendor": "acme", "version": version},
+                       {"vendor": "acme", "version": version, "lines": 212, "total": "18230.00"})
+            a.advance(120)
+
+
+def _lap(a: ScriptedAgent) -> None:
+    with a.agent("planner-2"):
+        for lap in range(4):
+            with a.node("collect_clauses"):
+                a.chat(6000, 200)
+                with a.agent("extractor-2"):
+                    a.chat(4000, 150)
+                    a.tool("extract_clause_table", {"doc": "msa-acme.pdf", "pages": "12-19"},
+                           {"clauses": [], "note": "text layer empty; re-OCR pages 12-19"})
+                a.chat(6000, 200)
+                a.tool("reocr_pages", {"doc": "msa-acme.pdf", "pages": "12-19", "attempt": lap + 1},
+                       {"doc": "msa-acme.pdf", "pages": "12-19", "artifact": "ocr:msa-acme:v1"})
+
+
+def _research(a: ScriptedAgent) -> None:
+    with a.agent("research-agent"):
+        for i in range(8):
+            a.chat(2700, 300)
+            a.tool("read_file", {"path": f"src/mod_{i}.py"}, f"# module {i}\ndef f{i}(): return {i}\n")
+        a.chat(3000, 800)
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario("deploy-agent", "polls get_build_status until the build succeeds, then merges",
+             False, _deploy, "seed 000"),
+    Scenario("docs-agent", "rephrases a docs search that keeps returning nothing", True, _docs, "seed 000"),
+    Scenario("fixer-agent", "edits and reverts the same fix while the same test fails", True, _code_fix,
+             "seeds 000, 004"),
+    Scenario("planner-1", "re-enters verify_totals with nothing new (reconciliation run_9402)", True,
+             _planner, "seed 003"),
+    Scenario("planner-2", "laps with extractor-2: empty clause table, re-OCR, ask again", True, _lap,
+             "seed 003"),
+    Scenario("research-agent", "reads eight different files and answers", False, _research),
+]
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def _otlp_exporter(out: TextIO) -> SpanExporter | None:
+    """An OTLP exporter when ``OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT`` is set, if installed."""
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        return None
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    try:
+        if protocol.startswith("http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+            return Http()  # type: ignore[no-any-return]
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+
+        return Grpc()  # type: ignore[no-any-return]
+    except ImportError:
+        package = "opentelemetry-exporter-otlp-proto-http" if protocol.startswith("http") else \
+            "opentelemetry-exporter-otlp-proto-grpc"
+        out.write(f"note: OTEL_EXPORTER_OTLP_ENDPOINT is set but {package} is not installed;"
+                  " writing the file only\n")
+        return None
+
+
+def _short(text: str, width: int = 100) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
+def run_demo(
+    output: str | None = "otel-progress-demo.jsonl",
+    *,
+    stdout: TextIO | None = None,
+    scenarios: Sequence[Scenario] | None = None,
+    config: Config | None = None,
+) -> int:
+    """Run the scripted agents and print what was detected; returns the exit status (0)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from .processor import ProgressSpanProcessor
+
+    out = stdout or sys.stdout
+    chosen = list(scenarios) if scenarios is not None else [
+        Scenario(s.agent, s.story, s.expect_detection, s.run, s.seed) for s in SCENARIOS
+    ]
+    if config is None:
+        config = Config.from_env()
+        if not config.manifest:
+            config = config.replace(manifest=parse_manifest(DEMO_MANIFEST, "demo manifest"))
+    exporters: list[SpanExporter] = []
+    if output:
+        if os.path.exists(output):
+            os.remove(output)
+        exporters.append(OtlpJsonFileExporter(output))
+    otlp = _otlp_exporter(out)
+    if otlp is not None:
+        exporters.append(otlp)
+    current: list[Scenario] = []
+    spans: dict[str, str] = {}
+
+    def hook(det: Detection) -> None:
+        if current:
+            current[0].detections.append(det)
+
+    class _Names(BatchSpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            spans[format(span.context.span_id, "016x")] = span.name
+            super().on_end(span)
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    provider = TracerProvider(sampler=ALWAYS_ON, resource=Resource.create({"service.name": "otel-progress-demo"}))
+    inner = [_Names(e, schedule_delay_millis=200) for e in exporters] or [_Names(_Discard())]
+    processor = ProgressSpanProcessor(inner, config=config, on_detection=hook, meter_provider=meters)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("otel_progress.demo")
+    import opentelemetry.sdk
+
+    sdk_version = getattr(opentelemetry.sdk, "__version__", None) or _dist_version("opentelemetry-sdk")
+    route = "in _on_ending" if processor.annotates_in_on_ending else "on a copy handed to the exporter"
+    out.write(f"otel-progress demo: {len(chosen)} scripted agents, OpenTelemetry SDK {sdk_version},\n"
+              f"ProgressSpanProcessor(BatchSpanProcessor(...)); tool spans annotated {route}.\n\n")
+    for scenario in chosen:
+        current[:] = [scenario]
+        scenario.run(ScriptedAgent(tracer))
+    current.clear()
+    provider.force_flush()
+    for scenario in chosen:
+        verdict = "DETECTED" if scenario.detections else "healthy, left alone"
+        seed = f"  [{scenario.seed}]" if scenario.seed else ""
+        out.write(f"{scenario.agent:<15} {scenario.story}{seed}\n{'':<15} -> {verdict}\n")
+        for det in scenario.detections:
+            figures = " ".join(f"{k}={v}" for k, v in det.figures.items())
+            where = spans.get(det.span_id, "?")
+            out.write(f"{'':<18}turn {det.turn}: {det.event} reason={det.reason.value} level={int(det.level)}"
+                      f" ({det.level.action}) scope={det.scope.value} {figures}\n")
+            out.write(f"{'':<18}on span '{where}' {det.span_id} and on its run's agent span\n")
+            label = {"nudge": "nudge", "restart": "nudge with restart", "park": "nudge with park"}[det.level.action]
+            out.write(f"{'':<18}{label}:\n")
+            for text in _short(det.nudge, 86):
+                out.write(f"{'':<20}{text}\n")
+            if det.level.action != "nudge":
+                whom = "for the fresh run" if det.level.action == "restart" else "for the reviewer"
+                out.write(f"{'':<18}handoff note ({whom}):\n")
+                for text in det.handoff.splitlines():
+                    for piece in _short(text, 86):
+                        out.write(f"{'':<20}{piece}\n")
+        out.write("\n")
+    totals = _metric_totals(reader)
+    if totals:
+        out.write("metrics (progress.*, from the OpenTelemetry metrics API):\n")
+        for name, value in totals:
+            out.write(f"  {name} {value}\n")
+        out.write("\n")
+    found = sum(len(s.detections) for s in chosen)
+    wrong = [s.agent for s in chosen if bool(s.detections) != s.expect_detection]
+    provider.shutdown()
+    meters.shutdown()
+    out.write(f"{found} detections in {sum(1 for s in chosen if s.detections)} of {len(chosen)} runs;"
+              f" healthy runs left alone: {sum(1 for s in chosen if not s.expect_detection and not s.detections)}"
+              f" of {sum(1 for s in chosen if not s.expect_detection)}.\n")
+    if wrong:
+        out.write(f"unexpected outcome for: {', '.join(wrong)}\n")
+    if output:
+        out.write(f"spans written to {output} (OTLP/JSON); read them back with:\n"
+                  f"  otel-progress scan --format table {output}\n")
+    if otlp is not None:
+        out.write("spans also sent to the OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT\n")
+    out.flush()
+    return 0
+
+
+class _Discard(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _metric_totals(reader: Any) -> list[tuple[str, str]]:
+    data = reader.get_metrics_data()
+    rows: list[tuple[str, str]] = []
+    if data is None:
+        return rows
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if not metric.name.startswith("progress."):
+                    continue
+                for point in metric.data.data_points:
+                    attrs = point.attributes or {}
+                    keys = (("progress.reason", "reason"), ("progress.level", "level"),
+                            ("gen_ai.agent.name", "agent"), ("gen_ai.tool.name", "tool"))
+                    label = ",".join(f"{short}={attrs[k]}" for k, short in keys if k in attrs)
+                    rows.append((f"{metric.name}{{{label}}}" if label else metric.name, str(point.value)))
+    rows.sort()
+    return rows

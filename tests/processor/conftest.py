@@ -1,0 +1,132 @@
+"""Shared helpers for the processor tests: a real SDK provider whose exporting processor
+is wrapped by the progress processor, and GenAI span emitters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_progress import Config, Detection, ProgressSpanProcessor
+from otel_progress.demo import ScriptedAgent
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+@dataclass
+class Rig:
+    provider: TracerProvider
+    exporter: InMemorySpanExporter
+    processor: ProgressSpanProcessor
+    reader: InMemoryMetricReader
+    detections: list[Detection] = field(default_factory=list)
+
+    def agent(self) -> ScriptedAgent:
+        return ScriptedAgent(self.provider.get_tracer("tests"))
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def by_id(self) -> dict[str, ReadableSpan]:
+        return {format(s.context.span_id, "016x"): s for s in self.spans()}
+
+    def metrics(self) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+        out: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return out
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    for point in metric.data.data_points:
+                        out.setdefault(metric.name, []).append((dict(point.attributes or {}), point.value))
+        return out
+
+
+def make_rig(config: Config | None = None, *, wrap: bool = True, **kwargs: Any) -> Rig:
+    exporter = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    provider = TracerProvider(shutdown_on_exit=False)
+    detections: list[Detection] = []
+    kwargs.setdefault("on_detection", detections.append)
+    inner = SimpleSpanProcessor(exporter)
+    processor = ProgressSpanProcessor(inner if wrap else None, config=config or Config(),
+                                      meter_provider=meters, **kwargs)
+    if not wrap:
+        provider.add_span_processor(inner)
+    provider.add_span_processor(processor)
+    return Rig(provider, exporter, processor, reader, detections)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    r = make_rig()
+    yield r
+    r.provider.shutdown()
+
+
+def progress_attrs(span: ReadableSpan) -> dict[str, Any]:
+    return {k: v for k, v in (span.attributes or {}).items() if k.startswith("progress.")}
+
+
+def progress_events(span: ReadableSpan) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.name, dict(e.attributes or {})) for e in span.events if e.name in ("no_progress", "livelock")]
+
+
+def docs_loop(agent: ScriptedAgent, turns: int = 6, healthy: bool = False, name: str = "docs-agent") -> None:
+    """The seed 000 docs agent: rephrased searches, all empty (or, healthy, all different)."""
+    with agent.agent(name):
+        for i in range(turns):
+            agent.chat(1000, 50)
+            result = {"results": [f"doc-{i}"], "total": 1} if healthy else {"results": [], "total": 0}
+            agent.tool("search_docs", {"q": f"refund policy variant {i}"}, result)
+
+
+def run_script(args: list[str], env: dict[str, str] | None = None, timeout: float = 120,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
+    full_env.update(env or {})
+    return subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=timeout,
+                          cwd=str(cwd or ROOT), check=False)
+
+
+def json_objects(text: str) -> list[Any]:
+    """Every top-level JSON object in a stream of concatenated JSON documents (what the
+    console exporters print)."""
+    decoder = json.JSONDecoder()
+    out: list[Any] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        j = text.find("{", i)
+        if j < 0:
+            break
+        try:
+            obj, end = decoder.raw_decode(text, j)
+        except ValueError:
+            i = j + 1
+            continue
+        out.append(obj)
+        i = end
+    return out
+
+
+def console_spans(text: str) -> list[dict[str, Any]]:
+    return [o for o in json_objects(text) if isinstance(o, dict) and "context" in o and "name" in o]
+
+
+PYTHON = sys.executable
