@@ -1,0 +1,125 @@
+"""``python -m bench.quality``: the detection-quality scoreboard.
+
+Runs otel-progress (``otel-progress scan`` on generated OTLP/JSON traces in each span
+convention, and ``ProgressSpanProcessor`` in process) and every baseline over the
+labelled corpus, prints the table and writes ``bench/quality/RESULTS.md`` and
+``bench/quality/scoreboard.svg``. ``--html FILE`` also writes the HTML run report of the
+GenAI traces through ``otel-progress scan --html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .baselines import baselines
+from .baselines.base import Alarm, Detector
+from .corpus import load_corpus
+from .otlp import CONVENTIONS
+from .ours import ProcessorDetector, ScanDetector, processor_available, run_config_file
+from .scoreboard import chart_svg, markdown, score, table
+
+HERE = Path(__file__).parent
+
+
+def _consistency(runs: Sequence, results: dict[str, dict[str, Alarm | None]], titles: Sequence[str]) -> list[str]:
+    lines: list[str] = []
+    reference = titles[0]
+    for title in titles[1:]:
+        for run in runs:
+            a, b = results[reference].get(run.id), results[title].get(run.id)
+            ta, tb = (a.turn if a else None), (b.turn if b else None)
+            if ta != tb:
+                lines.append(f"- `{run.id}`: {reference.replace('**', '')} → {ta or '-'}"
+                             f" ({a.detail if a else 'no alarm'}); {title.replace('**', '')} → {tb or '-'}"
+                             f" ({b.detail if b else 'no alarm'})")
+    return lines
+
+
+def write_report(runs: Sequence, workdir: Path, path: str) -> None:
+    """The HTML report of the GenAI traces: ``scan_paths`` per run config (as
+    ``otel-progress scan --config``), one report for the corpus."""
+    from otel_progress import Config
+    from otel_progress.report import write_html
+    from otel_progress.scan import ScanResult, scan_paths
+
+    groups: dict[str | None, list[str]] = {}
+    for run in runs:
+        groups.setdefault(run_config_file(run, workdir), []).append(str(workdir / "genai" / f"{run.id}.json"))
+    merged = ScanResult()
+    for config, files in groups.items():
+        result = scan_paths(files, Config.from_file(config) if config else Config())
+        merged.reports += result.reports
+        merged.problems += result.problems
+        merged.spans += result.spans
+    write_html(merged, path, sources=[f for files in groups.values() for f in files])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(HERE), help="where RESULTS.md and scoreboard.svg go")
+    parser.add_argument("--traces", metavar="DIR", help="keep the generated OTLP/JSON traces here")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report of the GenAI traces")
+    parser.add_argument("--no-processor", action="store_true", help="skip the in-process path")
+    parser.add_argument("--only", nargs="*", help="restrict to these run ids")
+    args = parser.parse_args(argv)
+
+    runs = load_corpus(only=args.only)
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        workdir = Path(args.traces) if args.traces else Path(tmp)
+        ours: list[Detector] = [ScanDetector(c, workdir) for c in CONVENTIONS]
+        processor_note = ""
+        if args.no_processor:
+            processor_note = "The in-process path was skipped (--no-processor)."
+        elif processor_available():
+            ours += [ProcessorDetector(c) for c in CONVENTIONS]
+        else:
+            processor_note = "otel_progress.ProgressSpanProcessor is not available: in-process path not run."
+        results: dict[str, dict[str, Alarm | None]] = {}
+        for det in ours:
+            results[det.title] = det.evaluate(runs)
+        base = baselines()
+        for det in base:
+            results[det.title] = det.evaluate(runs)
+        if args.html:
+            write_report(runs, workdir, args.html)
+
+    primary = ours[0].title
+    main_titles = [ours[0].title, *(d.title for d in ours if isinstance(d, ProcessorDetector)
+                                     and d.convention == "genai")]
+    scores_ours = [score(t, runs, results[t]) for t in main_titles]
+    scores_base = [score(d.title, runs, results[d.title]) for d in base]
+    primary_score = scores_ours[0]
+    shown = scores_ours + scores_base
+    consistency = _consistency(runs, results, [d.title for d in ours])
+    if processor_note:
+        consistency = [processor_note, *consistency]
+    order = [*(d.title.replace("**otel-progress** ", "ours ") for d in ours), *(d.name for d in base)]
+    matrix = {t.replace("**otel-progress** ", "ours "): results[t] for t in results}
+    matrix.update({d.name: results[d.title] for d in base})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "RESULTS.md").write_text(
+        markdown(runs, shown, primary_score, scores_base, matrix, consistency, order), encoding="utf-8")
+    (out / "scoreboard.svg").write_text(chart_svg(shown, main_titles), encoding="utf-8")
+    print(table(shown))
+    print()
+    print(f"wrote {out / 'RESULTS.md'} and {out / 'scoreboard.svg'}")
+    if processor_note:
+        print(processor_note)
+    from .scoreboard import comparison
+
+    gaps = comparison(primary_score, scores_base)
+    if gaps:
+        print(f"\n{primary.replace('**', '')} is not strictly ahead on:")
+        print("\n".join(gaps))
+    for line in consistency:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
