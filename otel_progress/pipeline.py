@@ -27,13 +27,33 @@ __all__ = ["Pipeline", "RunState"]
 
 _SEP = b"\x1f"
 _MASK = (1 << 63) - 1
-_SEEN_IDS = 32
-_MAX_ATTEMPTS = 6
+_SEEN_IDS = 24
+_MAX_ATTEMPTS = 5
 _EMPTY_TEXT = re.compile(
     r"^(?:(?:0|no|zero|none)\s+(?:results?|matches|hits|items|documents|docs|records|rows|entries|files)"
     r"(?:\s+found)?|no\s+results?\s+found|nothing\s+found|not\s+found|none|null|\[\]|\{\})\.?$",
     re.IGNORECASE,
 )
+
+
+_ACK_TEXT = re.compile(
+    r"^(?:ok|okay|done|success|succeeded|saved|updated|written|applied|created|deleted|modified|true"
+    r"|successfully\b[^\n]{0,200}|(?:file|changes?)\s+(?:saved|written|updated|applied)[^\n]{0,120})\.?$",
+    re.IGNORECASE,
+)
+_ACK_KEYS = frozenset({"ok", "success", "status", "result", "message", "updated", "written", "applied"})
+
+
+def _is_ack(value: Any) -> bool:
+    """Whether a parsed result only acknowledges that a request was carried out."""
+    if value is True:
+        return True
+    if isinstance(value, str):
+        return len(value) <= 300 and bool(_ACK_TEXT.match(value.strip()))
+    if isinstance(value, Mapping) and 0 < len(value) <= 3 and set(value) <= _ACK_KEYS:
+        return all(v is True or (isinstance(v, (str, int)) and _is_ack(str(v))) or v in (1, 200, 201, 204)
+                   for v in value.values())
+    return False
 
 
 def _is_empty(value: Any, depth: int = 0) -> bool:
@@ -207,20 +227,21 @@ class Pipeline:
         result_digest: int | None = None
         parsed: Any = None
         empty = True
+        ack = False
         if call.result is not NOT_CAPTURED and not (call.error and call.result is None):
             result_bytes, parsed = d.result(call.result, name)
             result_digest = d.digest(result_bytes)
             empty = _is_empty(parsed)
+            ack = not call.error and not empty and _is_ack(parsed)
         error: int | None = None
         if call.error:
             error = d.text(error_signature_text(name, call.error_type, call.error_message))
-        # The turn key: the request and what came back (the result, else the error).
-        if result_digest is not None:
-            key: int | None = hash((call_digest, result_digest)) & _MASK
-        elif error is not None and has_args:
-            key = hash((call_digest, -1, error)) & _MASK
-        else:
-            key = None
+        # The turn key: the request and what came back. A failed call has no key: a retry
+        # after a transient error is legitimate; repeated failures are judged by the
+        # error-recurrence and state-signature signals instead.
+        key: int | None = None
+        if result_digest is not None and not call.error:
+            key = hash((call_digest, result_digest)) & _MASK
         action = None
         if self._want_action and (has_args or result_digest is not None):
             action = d.digest(normalise_action(name, args))
@@ -231,6 +252,7 @@ class Pipeline:
             result=result_digest,
             parsed_result=parsed,
             empty=empty,
+            ack=ack,
             error=error,
             action=action,
             args=args,

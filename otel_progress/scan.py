@@ -213,7 +213,7 @@ def run_scan(
     if html:
         from .report import write_html
 
-        write_html(result, html)
+        write_html(result, html, sources=[p for p in paths if p != "-"])
     out.flush()
     if result.unreadable:
         return EXIT_ERROR

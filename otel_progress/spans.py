@@ -14,6 +14,7 @@ OpenLLMetry (``traceloop.span.kind=tool``) and MCP (``mcp.method.name=tools/call
 from __future__ import annotations
 
 import enum
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -130,6 +131,18 @@ def _ids(value: Any) -> tuple[str, ...] | None:
     return (str(value),)
 
 
+def _json_text(value: Any) -> Any:
+    """Decode a value that is a JSON-encoded string (``'"0 results"'``) to its text."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, str):
+            return decoded
+    return value
+
+
 def _tool_name(span: SpanRecord) -> str:
     a = span.attributes
     name = _first(a, "gen_ai.tool.name", "tool.name", "traceloop.entity.name")
@@ -154,7 +167,10 @@ def read_tool_call(
     """Build the engine's view of a tool-call span. Never raises on odd attribute types."""
     a = span.attributes
     arguments = _first(a, "gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
-    result = _first(a, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+    result = _first(a, "gen_ai.tool.call.result", "output.value")
+    if result is NOT_CAPTURED:
+        # OpenLLMetry stores json.dumps(output): a text result arrives as a JSON string.
+        result = _json_text(_first(a, "traceloop.entity.output"))
     error_type = _str(a.get("error.type"))
     error_message = span.status_message or None
     for name, attrs in span.events:

@@ -11,20 +11,23 @@ __all__ = ["BarrenSignal"]
 
 
 class _State:
-    __slots__ = ("barren", "last")
+    __slots__ = ("barren", "last_call")
 
     def __init__(self) -> None:
-        self.last: dict[str, int] = {}  # tool -> digest of its last result
+        self.last_call: dict[str, int] = {}  # tool -> digest of its last request
         self.barren = 0
 
 
 class BarrenSignal(Signal):
-    """A step is progress when any call's result differs from that tool's previous
-    result (an empty result never counts), a tool declared ``write`` succeeded (and, where
-    the step publishes a state digest, the state is new), the plan advanced, or the goal
-    distance improved. Other steps are barren; ``barren_threshold`` in a row fires.
-    Exempt wait polls are neither progress nor barren. Steps without captured content
-    are judged only by the published facts (writes, plan, goal distance)."""
+    """The no-progress counter. A step is progress when it admits a result the run has
+    not seen before (an empty result never counts), when a tool declared ``write``
+    succeeded (and, where the step publishes a state digest, the state changed), when a
+    bare acknowledgement (``ok``, ``Successfully modified …``) answers a request that
+    differs from that tool's previous one (an undeclared write), when the plan advanced or
+    when the goal distance improved. Other steps are barren; ``barren_threshold`` in a row
+    fire. Comparing with everything the run has seen, not only the tool's previous result,
+    also catches paging that wraps around to pages already read. Exempt wait polls are
+    neither; steps without captured content are judged only by the published facts."""
 
     name = "barren"
 
@@ -38,16 +41,15 @@ class BarrenSignal(Signal):
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
-        progress = step.wrote or run.plan_advanced or run.goal_improved
+        progress = step.wrote or step.new_evidence > 0 or run.plan_advanced or run.goal_improved
         comparable = progress
         for facts in step.facts:
             if facts.result is None:
                 continue
             comparable = True
-            if state.last.get(facts.tool) != facts.result:
-                state.last[facts.tool] = facts.result
-                if not facts.empty:
-                    progress = True
+            if facts.ack and run.step_state is None and state.last_call.get(facts.tool) != facts.call:
+                progress = True  # a published state that did not change outranks the acknowledgement
+            state.last_call[facts.tool] = facts.call
         if progress:
             state.barren = 0
             return None
@@ -59,6 +61,6 @@ class BarrenSignal(Signal):
         return Finding(
             Reason.BARREN,
             {"barren_steps": state.barren},
-            f"{state.barren} steps in a row returned nothing new (same or empty results,"
+            f"{state.barren} steps in a row brought nothing new (results already seen or empty,"
             " no write, no plan or goal progress)",
         )

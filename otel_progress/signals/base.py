@@ -32,6 +32,7 @@ class CallFacts:
     result: int | None  # digest of the result (volatile fields stripped); None if absent
     parsed_result: Any  # the result parsed from JSON where it was JSON, else as given
     empty: bool  # the result carries nothing (empty list/map/string, "0 results", ...)
+    ack: bool  # the result is a bare acknowledgement ("ok", "Successfully modified x")
     error: int | None  # error signature digest, None if the call succeeded
     action: int | None  # normalised action digest for state signatures; None: no content
     args: Any  # the arguments, parsed from JSON where they were JSON (None: absent)

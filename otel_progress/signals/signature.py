@@ -19,7 +19,8 @@ class SignatureSignal(Signal):
     ``blocked_on``, taken before the step's own result is admitted. Without published
     evidence the evidence set is the distinct results admitted so far in the run, so a
     repeated signature means nothing new arrived between the visits (an empty delta).
-    ``signature_visits`` visits fire ``livelock`` with the tokens burned across them."""
+    ``signature_visits`` visits fire ``livelock`` with the tokens burned across them,
+    unless the last visit itself admitted something new (a retry that finally worked)."""
 
     name = "signature"
 
@@ -41,8 +42,8 @@ class SignatureSignal(Signal):
         k = self.config.signature_visits
         if len(visits) > k:
             del visits[0]
-        if len(visits) < k:
-            return None
+        if len(visits) < k or step.new_evidence:
+            return None  # the k-th visit itself brought something new: e.g. a retry that worked
         burned = visits[-1] - visits[0]
         return Finding(
             Reason.SIGNATURE_REPEAT,
