@@ -42,6 +42,7 @@ DEFAULT_VOLATILE_KEYS: frozenset[str] = frozenset(
         "requestid", "requestuuid", "traceid", "spanid", "correlationid", "xrequestid",
         "etag", "latency", "latencyms", "durationms", "elapsedms", "tookms", "took",
         "duration", "elapsed", "responsetime", "servertime", "expiresat", "nonce",
+        "toolcallid",
     }
 )
 
@@ -290,6 +291,20 @@ class Digester:
                 self._tools.clear()
             self._tools[tool] = -1 if hit else seen + 1
         return hit
+
+    def raw_result_ok(self, result: str, tool: str) -> bool:
+        """Whether a long JSON result may be digested as received, without parsing:
+        its tool's results were checked and never held a volatile key. Results of one
+        tool come from one serialiser, so equal results are equal texts. A sample of
+        them is still checked (a volatile key found switches the tool to the full path
+        for good)."""
+        seen = self._tools.get(tool, 0)
+        if seen < _CHECK_FIRST or seen % _CHECK_EVERY == 0:
+            if seen >= 0 and not self._volatile_in(parse_json_value(result), tool):
+                return True
+            return False
+        self._tools[tool] = seen + 1
+        return True
 
     def result(self, result: Any, tool: str | None = None) -> tuple[bytes, Any]:
         """Canonical bytes of a result, and the parsed result.

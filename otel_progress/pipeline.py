@@ -26,6 +26,9 @@ from .signals import CallFacts, Signal, Step
 __all__ = ["Pipeline", "RunState"]
 
 _SEP = b"\x1f"
+_RAW_MIN = 512  # JSON results at least this long may be digested without parsing
+_JSON_OPEN = ("{", "[")
+_STATUS_MARKERS = ('"status"', '"state"', '"phase"')  # implicit waits need the parsed status
 _MASK = (1 << 63) - 1
 _SEEN_IDS = 24
 _MAX_ATTEMPTS = 5
@@ -213,8 +216,25 @@ class Pipeline:
         self.digester = digester
         self._want_action = any(s.name in ("signature",) for s in self.signals)
         self._write_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "write")
+        self._wait_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "wait")
 
     # -- steps ------------------------------------------------------------------------
+
+    def _may_be_waiting(self, text: str) -> bool:
+        """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
+        is a waiting value (then it must be parsed, for the implicit wait check)."""
+        if not self.config.implicit_waits:
+            return False
+        waiting = self.config.waiting_values
+        for marker in _STATUS_MARKERS:
+            i = text.find(marker)
+            while i >= 0:
+                value = text[i + len(marker): i + len(marker) + 48].lstrip(' :\t\n"')
+                end = value.find('"')
+                if value[:end if end >= 0 else len(value)].strip().lower() in waiting:
+                    return True
+                i = text.find(marker, i + 1)
+        return False
 
     def facts(self, call: ToolCall) -> CallFacts:
         """Compute the digests of one call."""
@@ -222,14 +242,28 @@ class Pipeline:
         name = call.name
         has_args = call.arguments is not NOT_CAPTURED and call.arguments is not None
         args = parse_json_value(call.arguments) if has_args else None
-        request = name.encode("utf-8", "surrogatepass") + _SEP + (d.arguments(args) if has_args else b"")
+        args_bytes = d.arguments(args) if has_args else b""
+        request = name.encode("utf-8", "surrogatepass") + _SEP + args_bytes
         call_digest = d.digest(request)
         result_digest: int | None = None
         parsed: Any = None
         empty = True
         ack = False
-        if call.result is not NOT_CAPTURED and not (call.error and call.result is None):
-            result_bytes, parsed = d.result(call.result, name)
+        result = call.result
+        if (
+            type(result) is str
+            and len(result) >= _RAW_MIN
+            and result[:1] in _JSON_OPEN
+            and name not in self._wait_tools
+            and not self._may_be_waiting(result)
+            and d.raw_result_ok(result, name)
+        ):
+            # A long JSON result of a tool without volatile fields: digest it as received.
+            # It is neither empty nor an acknowledgement, and carries no wait status.
+            result_digest = d.digest(result.encode("utf-8", "surrogatepass"))
+            empty = False
+        elif result is not NOT_CAPTURED and not (call.error and result is None):
+            result_bytes, parsed = d.result(result, name)
             result_digest = d.digest(result_bytes)
             empty = _is_empty(parsed)
             ack = not call.error and not empty and _is_ack(parsed)
@@ -286,28 +320,34 @@ class Pipeline:
     def _step_facts(self, run: RunState, step: Step) -> None:
         """Set the run's per-step facts (published attributes, evidence, signature)."""
         calls = step.calls
-        plan_step = next((c.plan_step for c in reversed(calls) if c.plan_step is not None), None)
+        first = calls[0]
+        if len(calls) == 1:
+            plan_step, goal_distance, state, measure = first.plan_step, first.goal_distance, first.state, first.measure
+        else:
+            plan_step = next((c.plan_step for c in reversed(calls) if c.plan_step is not None), None)
+            goal_distance = next((c.goal_distance for c in calls if c.goal_distance is not None), None)
+            state = next((c.state for c in reversed(calls) if c.state is not None), None)
+            measure = next((c.measure for c in calls if c.measure is not None), None)
         run.plan_advanced = plan_step is not None and plan_step != run.last_plan_step
         if plan_step is not None:
             run.last_plan_step = plan_step
-        goal_distance = next((c.goal_distance for c in calls if c.goal_distance is not None), None)
         run.goal_improved = False
         if goal_distance is not None:
             run.goal_improved = run.best_goal is not None and goal_distance < run.best_goal
             if run.best_goal is None or goal_distance < run.best_goal:
                 run.best_goal = goal_distance
-        run.step_state = next((c.state for c in reversed(calls) if c.state is not None), None)
-        # A write is progress only if it changed the state, where a state is published.
-        if step.wrote and run.step_state is not None and run.step_state == run.last_state:
-            step.wrote = False
-        if run.step_state is not None:
-            run.last_state = run.step_state
-        run.step_measure = next((c.measure for c in calls if c.measure is not None), None)
-        first = calls[0]
+        run.step_state = state
+        if state is not None:
+            # A write is progress only if it changed the state, where a state is published.
+            if step.wrote and state == run.last_state:
+                step.wrote = False
+            run.last_state = state
+        run.step_measure = measure
         run.step_node = first.node
         # The signature is taken before the step's own results are admitted.
         run.step_signature = None
-        if self._want_action and all(f.action is not None for f in step.facts):
+        facts = step.facts
+        if self._want_action and all(f.action is not None for f in facts):
             evidence = first.evidence
             if evidence is not None:
                 evidence_part = "e:" + ",".join(sorted(evidence))
@@ -316,7 +356,10 @@ class Pipeline:
                 evidence_part = f"v:{run.evidence_version}"
                 run.derived_evidence_changed = run.evidence_version != run.sig_evidence_version
                 run.sig_evidence_version = run.evidence_version
-            actions = ",".join(str(a) for a in sorted(f.action for f in step.facts))  # type: ignore[type-var]
+            if len(facts) == 1:
+                actions = str(facts[0].action)
+            else:
+                actions = ",".join(str(a) for a in sorted(f.action for f in facts))  # type: ignore[type-var]
             obligations = ",".join(sorted(first.obligations)) if first.obligations else ""
             run.step_signature = self.digester.text(
                 "\x1f".join((first.goal or "", first.node or "", actions, evidence_part, obligations,

@@ -1,0 +1,149 @@
+"""Writing detections into OTLP: events and attributes on the offending span (inline
+mode), and annotation spans (tap mode, and detections whose span is not in the batch).
+
+On a span, a detection adds what the in-process processor adds: an event named
+``no_progress`` or ``livelock`` with :meth:`Detection.event_attributes`, and the span
+attributes of :meth:`Detection.span_attributes` (``progress.detected``,
+``progress.reason``, ``progress.level``).
+
+An annotation span lives in the same trace, is parented to the offending span's parent
+and linked to the offending span. Its name is the event name; it carries the same event
+and span attributes plus the nudge and handoff texts. Its span id is derived from the
+detection, so sending it twice (a retry) gives the same span.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from blake3 import blake3
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from .. import __version__
+from ..model import Detection
+from .detector import Placement
+from .otlp import ExportTraceServiceRequest, key_values, to_any_value
+
+__all__ = ["SCOPE_NAME", "annotate_span", "annotated_request", "annotation_span", "annotation_span_id", "tap_request"]
+
+SCOPE_NAME = "otel-progress.service"
+
+
+def annotation_span_id(det: Detection) -> bytes:
+    """A stable 8-byte span id for the annotation span of a detection."""
+    key = f"{det.trace_id}|{det.span_id}|{det.reason.value}|{det.turn}|{int(det.level)}".encode()
+    raw = blake3(key).digest(length=8)
+    return raw if any(raw) else b"\x00" * 7 + b"\x01"
+
+
+def _already_has(span: trace_pb2.Span, det: Detection) -> bool:
+    for ev in span.events:
+        if ev.name != det.event:
+            continue
+        attrs = {kv.key: kv.value for kv in ev.attributes}
+        reason = attrs.get("progress.reason")
+        turn = attrs.get("progress.turn")
+        if (reason is not None and reason.string_value == det.reason.value
+                and turn is not None and turn.int_value == det.turn):
+            return True
+    return False
+
+
+def annotate_span(span: trace_pb2.Span, det: Detection) -> bool:
+    """Add the detection's event and attributes to a protobuf span (idempotent: a span
+    that already carries the same event is left alone). Returns whether it changed."""
+    if _already_has(span, det):
+        return False
+    event = span.events.add()
+    event.time_unix_nano = span.end_time_unix_nano or span.start_time_unix_nano
+    event.name = det.event
+    event.attributes.extend(key_values(det.event_attributes()))
+    wanted = det.span_attributes()
+    kept = [kv for kv in span.attributes if kv.key not in wanted]
+    del span.attributes[:]
+    span.attributes.extend(kept)
+    span.attributes.extend(key_values(wanted))
+    return True
+
+
+def annotation_span(det: Detection, parent_id: str, start_ns: int, end_ns: int) -> trace_pb2.Span:
+    """The annotation span of a detection (see the module docstring)."""
+    span = trace_pb2.Span(
+        trace_id=bytes.fromhex(det.trace_id),
+        span_id=annotation_span_id(det),
+        parent_span_id=bytes.fromhex(parent_id) if parent_id else b"",
+        name=det.event,
+        kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=max(end_ns, start_ns),
+    )
+    attrs = dict(det.event_attributes())
+    attrs.update(det.span_attributes())
+    attrs["progress.annotates.span_id"] = det.span_id
+    if det.agent:
+        attrs["gen_ai.agent.name"] = det.agent
+    attrs["progress.nudge"] = det.nudge
+    attrs["progress.handoff"] = det.handoff
+    span.attributes.extend(key_values(attrs))
+    event = span.events.add(time_unix_nano=start_ns, name=det.event)
+    event.attributes.extend(key_values(det.event_attributes()))
+    link = span.links.add(trace_id=bytes.fromhex(det.trace_id), span_id=bytes.fromhex(det.span_id))
+    link.attributes.append(common_pb2.KeyValue(key="progress.link", value=to_any_value("offending_span")))
+    return span
+
+
+def _scope() -> common_pb2.InstrumentationScope:
+    return common_pb2.InstrumentationScope(name=SCOPE_NAME, version=__version__)
+
+
+def annotated_request(raw: bytes, placements: Sequence[Placement]) -> tuple[bytes, int]:
+    """The request with every placement applied; returns the new bytes and how many
+    detections were written. Detached placements become annotation spans in a scope of
+    their own under the resource of a span of the same trace."""
+    request = ExportTraceServiceRequest.FromString(raw)
+    written = 0
+    detached: dict[int, list[trace_pb2.Span]] = {}
+    for p in placements:
+        if p.loc is not None:
+            ri, si, j = p.loc
+            span = request.resource_spans[ri].scope_spans[si].spans[j]
+            if annotate_span(span, p.detection):
+                written += 1
+        else:
+            now = time.time_ns()
+            detached.setdefault(p.resource_index, []).append(annotation_span(p.detection, p.parent_id, now, now))
+            written += 1
+    for ri, spans in detached.items():
+        if ri >= len(request.resource_spans):
+            ri = len(request.resource_spans) - 1
+        scope_spans = request.resource_spans[ri].scope_spans.add(scope=_scope())
+        scope_spans.spans.extend(_unique(spans))
+    return request.SerializeToString(), written
+
+
+def _unique(spans: Iterable[trace_pb2.Span]) -> list[trace_pb2.Span]:
+    seen: set[bytes] = set()
+    out = []
+    for s in spans:
+        if s.span_id not in seen:
+            seen.add(s.span_id)
+            out.append(s)
+    return out
+
+
+def tap_request(items: Sequence[tuple[resource_pb2.Resource, trace_pb2.Span]]) -> ExportTraceServiceRequest:
+    """One request of annotation spans, grouped by resource."""
+    request = ExportTraceServiceRequest()
+    by_resource: dict[bytes, trace_pb2.ResourceSpans] = {}
+    for resource, span in items:
+        key = resource.SerializeToString(deterministic=True)
+        rs = by_resource.get(key)
+        if rs is None:
+            rs = request.resource_spans.add(resource=resource)
+            rs.scope_spans.add(scope=_scope())
+            by_resource[key] = rs
+        rs.scope_spans[0].spans.append(span)
+    return request

@@ -1,0 +1,513 @@
+"""The service's detection state: OTLP batches in, detections placed on spans out.
+
+One :class:`BatchDetector` holds the engine and a bounded table of traces. For each
+``Export`` request it
+
+1. parses the request *slim* (spans as bytes) and fully parses only the spans that may be
+   tool, agent or model calls (:func:`otlp.may_be_genai`);
+2. skips GenAI spans already seen in their trace (Collector retries), re-applying the
+   annotations they got the first time;
+3. replays the batch's GenAI spans through the engine in time order, as
+   :func:`otel_progress.analyse.analyse_trace` does for a whole trace: model calls at
+   their start (flush the run, add tokens), tool calls at their start (``observe``),
+   agent invocations at their end (``end_run``); then flushes every run it touched, so
+   every detection lands in the batch that completed its step;
+4. returns where each detection belongs (a span of this batch, or detached).
+
+Runs. In a batch an ``invoke_agent`` span arrives after its tool spans (it ends after
+them), so the service cannot key a run by its agent span as the in-process processor
+does, and using the agent span id only when it happens to be known would split a run at
+batch boundaries. A tool or model span's run is therefore its ``gen_ai.agent.id`` (else
+``gen_ai.agent.name``) attribute, as ``"agent:<value>"``, else the whole trace (``""``).
+Per-trace lineage (the spans seen so far, bounded) still gives the plan node, finds tool
+spans nested in tool spans, and the parent run of a sub-agent when its parent is known.
+For a single-agent trace this gives the same detections (reason, turn, span) as the
+in-process processor.
+
+Thread safety: :meth:`BatchDetector.process` takes one lock for the state update; the
+slim parse and the protobuf decoding happen outside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from blake3 import blake3
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from ..engine import ProgressEngine
+from ..model import Detection, Scope
+from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call
+from .metrics import ServiceMetrics
+from .otlp import MARKERS, SlimRequest, SlimSpan, span_record
+
+__all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement", "run_key"]
+
+_log = logging.getLogger(__name__)
+
+Loc = tuple[int, int, int]  # (resource index, scope index, span index)
+
+_MAX_PENDING = 64
+_SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
+_PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
+
+
+class MalformedRequest(ValueError):
+    """The request bytes are not an ``ExportTraceServiceRequest``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A detection and where it goes: ``loc`` of its span in the batch (None: detached),
+    the span's parent id (for a detached annotation span) and a resource index."""
+
+    detection: Detection
+    loc: Loc | None
+    parent_id: str
+    resource_index: int
+    on_agent: bool = False  # the event repeated on the run's invoke_agent span
+
+
+@dataclass
+class BatchResult:
+    """What one request produced."""
+
+    spans: int = 0
+    genai: int = 0
+    placements: list[Placement] = field(default_factory=list)
+    new_detections: list[Detection] = field(default_factory=list)
+    replayed: bool = False
+
+    @property
+    def annotated(self) -> bool:
+        return bool(self.placements)
+
+
+class _Trace:
+    __slots__ = ("complete_at", "last_seen", "lineage", "pending", "seen", "trace_id")
+
+    def __init__(self, trace_id: str, max_spans: int, now: float) -> None:
+        self.trace_id = trace_id
+        self.lineage = Lineage(max_spans=max_spans)
+        # span id -> detections placed on it (empty tuple: seen, nothing placed)
+        self.seen: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
+        self.last_seen = now
+        self.complete_at: float | None = None
+        # run key -> detections not yet written on the run's agent span
+        self.pending: dict[str, list[Detection]] = {}
+
+
+def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tuple[str, str, str, str]]:
+    """The spans of ``others`` worth remembering: in a trace of the batch's GenAI spans,
+    and either an ancestor of one of them (plan nodes, tools nested in tools) or a root
+    span (the trace is complete). Read from the span's leading bytes where they have the
+    usual layout (trace_id, span_id, then parent_span_id), parsed otherwise."""
+    traces = {bytes.fromhex(it.record.trace_id) for it in items}
+    wanted = {bytes.fromhex(it.record.parent_id) for it in items if it.record.parent_id}
+    out: list[tuple[str, str, str, str]] = []
+    for span_bytes in others:
+        if span_bytes[2:18] not in traces:
+            continue
+        if span_bytes[18:20] == _SPAN_ID_TAG and span_bytes[20:28] not in wanted \
+                and span_bytes[28:30] == _PARENT_TAG:
+            continue  # has a parent, and no GenAI span of the batch descends from it
+        try:
+            slim = SlimSpan.FromString(span_bytes)
+        except DecodeError:
+            continue
+        if len(slim.span_id) != 8:
+            continue
+        parent = slim.parent_span_id
+        has_parent = len(parent) == 8 and any(parent)
+        if slim.span_id not in wanted and has_parent:
+            continue
+        if has_parent:
+            wanted.add(bytes(parent))
+        out.append((slim.trace_id.hex(), slim.span_id.hex(), parent.hex() if has_parent else "",
+                    slim.name.decode("utf-8", "replace")))
+    return out
+
+
+def run_key(attributes: Mapping[str, Any]) -> str:
+    """The run a tool or model span belongs to in the service: ``agent:<gen_ai.agent.id>``,
+    else ``agent:<gen_ai.agent.name>``, else ``""`` (the trace)."""
+    for key in ("gen_ai.agent.id", "gen_ai.agent.name"):
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return "agent:" + value
+    return ""
+
+
+@dataclass(slots=True)
+class _Item:
+    loc: Loc
+    record: SpanRecord
+    kind: SpanKind
+
+
+class BatchDetector:
+    """Per-trace state over one :class:`ProgressEngine` (see the module docstring)."""
+
+    def __init__(
+        self,
+        engine: ProgressEngine,
+        metrics: ServiceMetrics | None = None,
+        *,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        trace_ttl: float = 300.0,
+        close_delay: float = 30.0,
+        batch_cache: int = 4096,
+    ) -> None:
+        self.engine = engine
+        self.metrics = metrics if metrics is not None else ServiceMetrics()
+        self.max_traces = max_traces
+        self.max_spans = max_spans_per_trace
+        self.trace_ttl = trace_ttl
+        self.close_delay = close_delay
+        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self._max_closed = max_traces * 10
+        self._completing: deque[tuple[float, str]] = deque()
+        self._batches: OrderedDict[bytes, tuple[Placement, ...]] = OrderedDict()
+        self._max_batches = batch_cache
+        self._lock = threading.Lock()
+        self._order = threading.Condition(threading.Lock())
+        self._next_ticket = 0
+        self._done_upto = 0
+        self._finished: set[int] = set()
+        self.order_wait = 1.0
+        self._engine_evicted = engine.stats.traces_evicted
+        self._engine_late = engine.stats.late_calls
+        self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self._traces))
+        self.metrics.gauge_callback("progress.service.state.runs", lambda: engine.active_runs)
+        self.metrics.gauge_callback("progress.service.state.spans", self._state_spans)
+
+    # -- public -----------------------------------------------------------------------
+
+    def process(self, raw: bytes) -> BatchResult:
+        """Detect on one request's bytes. Raises :class:`MalformedRequest` only for bytes
+        that are not an ``ExportTraceServiceRequest``; never for a bad span.
+
+        Concurrent requests are parsed in parallel but update the state in the order they
+        arrived (a ticket each; a request waits at most ``order_wait`` seconds for the
+        ones before it), so that a small batch overtaking a large earlier one while it is
+        being parsed does not make the earlier one's tool calls late."""
+        with self._order:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+        try:
+            return self._process(raw, ticket)
+        finally:
+            with self._order:
+                self._finished.add(ticket)
+                while self._done_upto in self._finished:
+                    self._finished.discard(self._done_upto)
+                    self._done_upto += 1
+                self._order.notify_all()
+
+    def _process(self, raw: bytes, ticket: int) -> BatchResult:
+        digest = blake3(raw).digest(length=16) if self._max_batches else b""
+        if digest:
+            with self._lock:
+                cached = self._batches.get(digest)
+                if cached is not None:
+                    self._batches.move_to_end(digest)
+            if cached is not None:
+                spans = self._count_spans(raw)
+                self.metrics.add("progress.service.batches.replayed")
+                self.metrics.add("progress.service.spans.received", spans)
+                return BatchResult(spans=spans, placements=list(cached), replayed=True)
+        try:
+            slim = SlimRequest.FromString(raw)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
+
+        # Which marker keys occur at all in this request: usually only "gen_ai.", so most
+        # spans cost one substring search.
+        markers = [m for m in MARKERS if m in raw]
+        items: list[_Item] = []
+        others: list[bytes] = []
+        unreadable = 0
+        total = 0
+        first = markers[0] if markers else b""
+        rest = markers[1:]
+        for ri, rs in enumerate(slim.resource_spans):
+            for si, ss in enumerate(rs.scope_spans):
+                spans = ss.spans
+                total += len(spans)
+                if not markers:
+                    continue
+                for j, span_bytes in enumerate(spans):
+                    if first not in span_bytes and not (rest and any(m in span_bytes for m in rest)):
+                        others.append(span_bytes)
+                        continue
+                    try:
+                        record = span_record(trace_pb2.Span.FromString(span_bytes))
+                        kind = classify(record)
+                    except Exception:  # a span we cannot read is counted and forwarded untouched
+                        unreadable += 1
+                        continue
+                    if kind is not SpanKind.OTHER:
+                        items.append(_Item((ri, si, j), record, kind))
+                    else:
+                        others.append(span_bytes)
+        result = BatchResult(spans=total, genai=len(items))
+        self.metrics.add("progress.service.spans.received", total)
+        self.metrics.add("progress.service.spans.unreadable", unreadable)
+        self.metrics.add("progress.service.spans.genai", len(items))
+        if not items:
+            return result
+        lineage_only = _lineage_spans(items, others)
+
+        with self._order:
+            self._order.wait_for(lambda: self._done_upto >= ticket, timeout=self.order_wait)
+        with self._lock:
+            placements = self._process_locked(items, lineage_only, result)
+            if digest:
+                self._batches[digest] = tuple(placements)
+                while len(self._batches) > self._max_batches:
+                    self._batches.popitem(last=False)
+        result.placements = placements
+        return result
+
+    def maintain(self, now: float | None = None) -> None:
+        """Expire idle traces and close completed ones (call about once a second)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._expire(now)
+
+    def known_traces(self, limit: int = 100_000) -> dict[str, list[str]]:
+        """Trace ids held in state and recently closed (for ``/traces`` and debugging)."""
+        with self._lock:
+            active = list(self._traces)[-limit:]
+            closed = list(self._closed)[-limit:]
+        return {"active": active, "closed": closed}
+
+    @property
+    def trace_count(self) -> int:
+        return len(self._traces)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _state_spans(self) -> int:
+        return sum(len(t.lineage) for t in list(self._traces.values()))
+
+    @staticmethod
+    def _count_spans(raw: bytes) -> int:
+        try:
+            slim = SlimRequest.FromString(raw)
+        except DecodeError:
+            return 0
+        return sum(len(ss.spans) for rs in slim.resource_spans for ss in rs.scope_spans)
+
+    def _trace(self, trace_id: str, now: float) -> tuple[_Trace, bool]:
+        """The trace's state (created if new) and whether it had been closed before."""
+        entry = self._traces.get(trace_id)
+        if entry is not None:
+            self._traces.move_to_end(trace_id)
+            entry.last_seen = now
+            return entry, False
+        reopened = self._closed.pop(trace_id, False) is None
+        while len(self._traces) >= self.max_traces:
+            old_id, old = self._traces.popitem(last=False)
+            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early")
+        entry = self._traces[trace_id] = _Trace(trace_id, self.max_spans, now)
+        return entry, reopened
+
+    def _close(self, trace_id: str, entry: _Trace, why: str) -> None:
+        self.engine.end_trace(trace_id)
+        self._closed[trace_id] = None
+        while len(self._closed) > self._max_closed:
+            self._closed.popitem(last=False)
+        self.metrics.add(f"progress.service.traces.{why}")
+
+    def _expire(self, now: float) -> None:
+        limit = now - self.trace_ttl
+        while self._traces:
+            trace_id, entry = next(iter(self._traces.items()))
+            if entry.last_seen > limit:
+                break
+            del self._traces[trace_id]
+            self._close(trace_id, entry, "completed" if entry.complete_at is not None else "expired")
+        done = now - self.close_delay
+        while self._completing and self._completing[0][0] <= done:
+            at, trace_id = self._completing.popleft()
+            entry = self._traces.get(trace_id)
+            if entry is None or entry.complete_at != at:
+                continue
+            if entry.last_seen <= done:
+                del self._traces[trace_id]
+                self._close(trace_id, entry, "completed")
+            else:  # spans still arriving after the root: wait a delay after the last one
+                entry.complete_at = entry.last_seen
+                self._completing.append((entry.last_seen, trace_id))
+        self.engine.evict_idle()
+        self._sync_engine_stats()
+
+    def _sync_engine_stats(self) -> None:
+        stats = self.engine.stats
+        evicted = stats.traces_evicted - self._engine_evicted
+        if evicted:
+            self._engine_evicted = stats.traces_evicted
+            self.metrics.add("progress.service.traces.evicted_early", evicted)
+        late = stats.late_calls - self._engine_late
+        if late:
+            self._engine_late = stats.late_calls
+            self.metrics.add("progress.service.spans.late", late)
+
+    def _process_locked(
+        self,
+        items: Sequence[_Item],
+        lineage_only: Sequence[tuple[str, str, str, str]],
+        result: BatchResult,
+    ) -> list[Placement]:
+        now = time.monotonic()
+        engine = self.engine
+        placements: list[Placement] = []
+        entries: dict[str, _Trace] = {}
+        late = 0
+        for it in items:
+            tid = it.record.trace_id
+            if tid not in entries:
+                entries[tid], reopened = self._trace(tid, now)
+                if reopened:
+                    late += sum(1 for x in items if x.record.trace_id == tid)
+        for tid, sid, parent, name in lineage_only:
+            entry = entries.get(tid)
+            if entry is None:
+                continue
+            if sid not in entry.seen:
+                entry.lineage.add(sid, parent, SpanKind.OTHER, name)
+            if not parent:
+                self._mark_complete(entry, now)
+
+        # Deduplicate (retries) and register the batch's GenAI spans in the lineage first,
+        # so that a parent arriving in the same batch is known.
+        fresh: list[_Item] = []
+        in_batch: dict[tuple[str, str], _Item] = {}
+        duplicates = 0
+        for it in items:
+            rec = it.record
+            entry = entries[rec.trace_id]
+            key = (rec.trace_id, rec.span_id)
+            previous = entry.seen.get(rec.span_id)
+            if previous is not None or key in in_batch:
+                duplicates += 1
+                for det in previous or ():
+                    placements.append(Placement(det, it.loc, rec.parent_id, it.loc[0]))
+                continue
+            in_batch[key] = it
+            fresh.append(it)
+            entry.lineage.add(rec.span_id, rec.parent_id, it.kind, rec.name,
+                              agent_name(rec) if it.kind is SpanKind.AGENT else None)
+            if not rec.parent_id:
+                self._mark_complete(entry, now)
+
+        # Replay in time order: model and tool calls at their start, agents at their end.
+        timeline = sorted(
+            fresh,
+            key=lambda it: (it.record.end_ns if it.kind is SpanKind.AGENT else it.record.start_ns,
+                            2 if it.kind is SpanKind.AGENT else 1, it.record.span_id),
+        )
+        detections: list[Detection] = []
+        touched: dict[tuple[str, str], None] = {}
+        on_agents: list[tuple[_Item, list[Detection]]] = []
+        tool_calls = 0
+
+        def found(entry: _Trace, dets: Sequence[Detection]) -> None:
+            for det in dets:
+                detections.append(det)
+                if det.scope is Scope.AGENT:  # also goes on the run's agent span, when it arrives
+                    pending = entry.pending.setdefault(det.run_id, [])
+                    if len(pending) < _MAX_PENDING:
+                        pending.append(det)
+
+        for it in timeline:
+            rec = it.record
+            entry = entries[rec.trace_id]
+            if it.kind is SpanKind.TOOL:
+                _run, agent, node, nested = entry.lineage.resolve(rec.parent_id)
+                if nested:
+                    continue
+                key = run_key(rec.attributes)
+                call = read_tool_call(rec, run_id=key, agent=agent, node=node)
+                tool_calls += 1
+                found(entry, engine.observe(call))
+                touched[(rec.trace_id, key)] = None
+            elif it.kind is SpanKind.MODEL:
+                key = run_key(rec.attributes)
+                found(entry, engine.flush(rec.trace_id, key))
+                engine.record_tokens(rec.trace_id, key, read_tokens(rec))
+                touched[(rec.trace_id, key)] = None
+            else:  # agent
+                key = run_key(rec.attributes)
+                if not (key and engine.run_state(rec.trace_id, key) is not None):
+                    key = ""  # the trace-level run: its calls carried no agent attribute
+                found(entry, engine.flush(rec.trace_id, key))
+                parent_run = entry.lineage.parent_run(rec.span_id)
+                if not parent_run and rec.parent_id:
+                    # A sub-agent whose parent run is not known yet (it ends later): the
+                    # run-scope signature is still evaluated, at the trace level.
+                    parent_run = "\x00trace"
+                # A keyed run ends with its agent span; the trace-level run lives on until
+                # the trace closes (other agents of the trace may still add to it).
+                summary = engine.end_run(rec.trace_id, key or rec.span_id, span_id=rec.span_id,
+                                         parent_run_id=parent_run)
+                if summary is not None:
+                    found(entry, summary.detections_list)
+                mine = entry.pending.pop(key, [])
+                if mine:
+                    on_agents.append((it, mine))
+                if key:
+                    touched.pop((rec.trace_id, key), None)
+        for trace_id, key in touched:
+            found(entries[trace_id], engine.flush(trace_id, key))
+
+        # Place the detections.
+        for it in fresh:
+            entry = entries[it.record.trace_id]
+            entry.seen[it.record.span_id] = ()
+            while len(entry.seen) > self.max_spans:
+                entry.seen.popitem(last=False)
+        placed_by_span: dict[tuple[str, str], list[Detection]] = {}
+        for det in detections:
+            target = in_batch.get((det.trace_id, det.span_id))
+            if target is not None:
+                placements.append(Placement(det, target.loc, target.record.parent_id, target.loc[0]))
+                placed_by_span.setdefault((det.trace_id, det.span_id), []).append(det)
+            else:
+                # Not in this batch: an annotation span, as a child of the offending span.
+                any_loc = next((it.loc for it in items if it.record.trace_id == det.trace_id), (0, 0, 0))
+                placements.append(Placement(det, None, det.span_id, any_loc[0]))
+                self.metrics.add("progress.service.detections.detached")
+            self.metrics.add("progress.service.detections", 1, {
+                "progress.reason": det.reason.value, "progress.level": int(det.level),
+                "progress.scope": det.scope.value, "progress.event": det.event,
+            })
+        for it, dets in on_agents:
+            for det in dets:
+                placements.append(Placement(det, it.loc, it.record.parent_id, it.loc[0], on_agent=True))
+            placed_by_span.setdefault((it.record.trace_id, it.record.span_id), []).extend(dets)
+        for (trace_id, span_id), dets in placed_by_span.items():
+            entries[trace_id].seen[span_id] = tuple(dets)
+        result.new_detections = detections
+        self.metrics.add("progress.service.tool_calls", tool_calls)
+        self.metrics.add("progress.service.spans.duplicate", duplicates)
+        self.metrics.add("progress.service.spans.late", late)
+        self._sync_engine_stats()
+        if self._traces and next(iter(self._traces.values())).last_seen <= now - self.trace_ttl:
+            self._expire(now)
+        return placements
+
+    def _mark_complete(self, entry: _Trace, now: float) -> None:
+        if entry.complete_at is None:
+            entry.complete_at = now
+            self._completing.append((now, entry.trace_id))

@@ -1,0 +1,220 @@
+"""OTLP protobuf helpers for the service: a slim view of a request, AnyValue conversion,
+span records from protobuf spans, annotation building and gRPC status details.
+
+The slim view parses an ``ExportTraceServiceRequest`` down to its spans *as bytes*
+(``ResourceSpans`` -> ``ScopeSpans`` -> ``repeated bytes spans``). Checking a span's bytes
+for the GenAI attribute keys is a C-level substring search, so the ~90% of spans that are
+not tool, agent or model calls cost almost nothing; only the others are parsed fully.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from ..spans import SpanRecord
+
+__all__ = [
+    "EXPORT_METHOD",
+    "MARKERS",
+    "ExportTraceServiceRequest",
+    "ExportTraceServiceResponse",
+    "SlimRequest",
+    "SlimSpan",
+    "any_value",
+    "attributes_dict",
+    "iter_slim_spans",
+    "key_values",
+    "may_be_genai",
+    "retry_info_details",
+    "span_record",
+    "to_any_value",
+]
+
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
+ExportTraceServiceResponse = trace_service_pb2.ExportTraceServiceResponse
+
+#: Byte strings of which at least one occurs in every span :func:`spans.classify` does
+#: not call OTHER (attribute keys of the GenAI, OpenInference, OpenLLMetry and MCP
+#: conventions). A span without any of them is forwarded without being parsed.
+MARKERS: tuple[bytes, ...] = (b"gen_ai.", b".span.kind", b"mcp.method.name", b"llm.token_count")
+
+
+def may_be_genai(span_bytes: bytes) -> bool:
+    """Whether a serialized span may be a tool, agent or model span (no false negatives)."""
+    return (
+        b"gen_ai." in span_bytes
+        or b".span.kind" in span_bytes
+        or b"mcp.method.name" in span_bytes
+        or b"llm.token_count" in span_bytes
+    )
+
+
+# -- dynamic message types ------------------------------------------------------------
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+def _build_pool() -> descriptor_pool.DescriptorPool:
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="otel_progress_service_private.proto", package="otel_progress_private", syntax="proto3"
+    )
+
+    def message(name: str, fields: list[tuple[str, int, int, int, str | None]]) -> None:
+        msg = fdp.message_type.add(name=name)
+        for fname, number, ftype, label, type_name in fields:
+            f = msg.field.add(name=fname, number=number, type=ftype, label=label)  # type: ignore[arg-type]
+            if type_name:
+                f.type_name = type_name
+
+    rep, opt = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
+    # ExportTraceServiceRequest -> ResourceSpans -> ScopeSpans -> spans as bytes.
+    message("SlimRequest", [("resource_spans", 1, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimResourceSpans")])
+    message("SlimResourceSpans", [("scope_spans", 2, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimScopeSpans")])
+    message("SlimScopeSpans", [("spans", 2, _F.TYPE_BYTES, rep, None)])
+    # A span's ids and name only (for the lineage of spans that are not GenAI calls).
+    message("SlimSpan", [
+        ("trace_id", 1, _F.TYPE_BYTES, opt, None),
+        ("span_id", 2, _F.TYPE_BYTES, opt, None),
+        ("parent_span_id", 4, _F.TYPE_BYTES, opt, None),
+        ("name", 5, _F.TYPE_BYTES, opt, None),
+    ])
+    # google.rpc.Status and google.rpc.RetryInfo (wire-compatible copies; no extra dependency).
+    message("Duration", [("seconds", 1, _F.TYPE_INT64, opt, None), ("nanos", 2, _F.TYPE_INT32, opt, None)])
+    message("RetryInfo", [("retry_delay", 1, _F.TYPE_MESSAGE, opt, ".otel_progress_private.Duration")])
+    message("Any", [("type_url", 1, _F.TYPE_STRING, opt, None), ("value", 2, _F.TYPE_BYTES, opt, None)])
+    message("Status", [
+        ("code", 1, _F.TYPE_INT32, opt, None),
+        ("message", 2, _F.TYPE_STRING, opt, None),
+        ("details", 3, _F.TYPE_MESSAGE, rep, ".otel_progress_private.Any"),
+    ])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return pool
+
+
+_POOL = _build_pool()
+
+
+def _cls(name: str) -> Any:
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName("otel_progress_private." + name))
+
+
+SlimRequest: Any = _cls("SlimRequest")
+SlimSpan: Any = _cls("SlimSpan")
+_RetryInfo: Any = _cls("RetryInfo")
+_Status: Any = _cls("Status")
+
+
+def iter_slim_spans(slim: Any) -> Iterator[tuple[int, int, int, bytes]]:
+    """``(resource index, scope index, span index, span bytes)`` of a parsed SlimRequest."""
+    for ri, rs in enumerate(slim.resource_spans):
+        for si, ss in enumerate(rs.scope_spans):
+            for j, raw in enumerate(ss.spans):
+                yield ri, si, j, raw
+
+
+def retry_info_details(code: int, message: str, retry_after_s: float) -> bytes:
+    """A serialized ``google.rpc.Status`` with a ``google.rpc.RetryInfo`` detail, for the
+    ``grpc-status-details-bin`` trailer (the Collector honours its delay)."""
+    seconds = max(0.0, retry_after_s)
+    info = _RetryInfo()
+    info.retry_delay.seconds = int(seconds)
+    info.retry_delay.nanos = round((seconds - int(seconds)) * 1e9)
+    status = _Status(code=code, message=message)
+    detail = status.details.add()
+    detail.type_url = "type.googleapis.com/google.rpc.RetryInfo"
+    detail.value = info.SerializeToString()
+    return bytes(status.SerializeToString())
+
+
+# -- values ---------------------------------------------------------------------------
+
+
+def any_value(value: common_pb2.AnyValue) -> Any:
+    """Convert a protobuf ``AnyValue`` to Python (maps for kvlist, lists for arrays)."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "string_value":
+        return value.string_value
+    if which == "bool_value":
+        return value.bool_value
+    if which == "int_value":
+        return value.int_value
+    if which == "double_value":
+        return value.double_value
+    if which == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return bytes(value.bytes_value)
+    return None  # pragma: no cover - a future oneof member
+
+
+def attributes_dict(items: Any) -> dict[str, Any]:
+    """Repeated ``KeyValue`` -> dict (a later duplicate key wins)."""
+    return {kv.key: any_value(kv.value) for kv in items}
+
+
+def to_any_value(value: Any, depth: int = 0) -> common_pb2.AnyValue:
+    """Python value -> ``AnyValue`` (bool before int; maps become kvlists)."""
+    if isinstance(value, bool):
+        return common_pb2.AnyValue(bool_value=value)
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            return common_pb2.AnyValue(int_value=value)
+        return common_pb2.AnyValue(string_value=str(value))
+    if isinstance(value, float):
+        return common_pb2.AnyValue(double_value=value if math.isfinite(value) else 0.0)
+    if isinstance(value, str):
+        return common_pb2.AnyValue(string_value=value)
+    if isinstance(value, (bytes, bytearray)):
+        return common_pb2.AnyValue(bytes_value=bytes(value))
+    if depth < 8 and isinstance(value, Mapping):
+        kv = common_pb2.KeyValueList(values=[
+            common_pb2.KeyValue(key=str(k), value=to_any_value(v, depth + 1)) for k, v in value.items()
+        ])
+        return common_pb2.AnyValue(kvlist_value=kv)
+    if depth < 8 and isinstance(value, (list, tuple)):
+        arr = common_pb2.ArrayValue(values=[to_any_value(v, depth + 1) for v in value])
+        return common_pb2.AnyValue(array_value=arr)
+    return common_pb2.AnyValue(string_value=str(value))
+
+
+def key_values(mapping: Mapping[str, Any]) -> list[common_pb2.KeyValue]:
+    """A dict as repeated ``KeyValue``."""
+    return [common_pb2.KeyValue(key=k, value=to_any_value(v)) for k, v in mapping.items()]
+
+
+_STATUS_ERROR = trace_pb2.Status.STATUS_CODE_ERROR
+
+
+def span_record(span: trace_pb2.Span) -> SpanRecord:
+    """A protobuf span as the engine's convention-neutral :class:`SpanRecord`.
+
+    Raises ``ValueError`` when the ids are not 16 / 8 bytes (an unreadable span)."""
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        raise ValueError(f"bad ids: trace_id {len(span.trace_id)} bytes, span_id {len(span.span_id)} bytes")
+    parent = span.parent_span_id
+    return SpanRecord(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_id=parent.hex() if len(parent) == 8 and any(parent) else "",
+        name=span.name,
+        start_ns=int(span.start_time_unix_nano),
+        end_ns=int(span.end_time_unix_nano),
+        attributes=attributes_dict(span.attributes),
+        error=span.status.code == _STATUS_ERROR,
+        status_message=span.status.message,
+        events=[(ev.name, attributes_dict(ev.attributes)) for ev in span.events],
+    )

@@ -1,0 +1,405 @@
+"""``otel-progress serve``: the OTLP/gRPC TraceService/Export detection service.
+
+The servicer is opentelemetry-proto's generated ``TraceServiceServicer`` registered on
+grpcio with a raw-bytes request deserializer, so that a batch that gains no annotation is
+forwarded as the exact bytes received.
+
+Failure semantics (what the Collector's OTLP exporter does with each answer, see
+docs/service.md): a downstream failure, an overload or an internal error answers
+``UNAVAILABLE`` with ``google.rpc.RetryInfo`` (retryable); only a request that is not an
+``ExportTraceServiceRequest`` (or one the downstream itself rejects as such) answers
+``INVALID_ARGUMENT``; a missing or wrong bearer token answers ``UNAUTHENTICATED``. The
+servicer never lets an exception escape (grpcio would answer UNKNOWN, which the Collector
+drops).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent import futures
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from .. import __version__
+from ..config import Config, ConfigError
+from ..engine import ProgressEngine
+from .annotate import annotated_request, annotation_span
+from .detector import BatchDetector, BatchResult, MalformedRequest
+from .forwarder import Forwarder
+from .health import HealthServer
+from .metrics import ServiceMetrics
+from .options import ServiceConfig, ServiceConfigError
+from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
+from .tap import MetricsPusher, TapExporter
+
+__all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
+
+_log = logging.getLogger("otel_progress.service")
+
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class _Status(grpc.Status):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Sequence[tuple[str, Any]] = ()):
+        self.code = code
+        self.details = details
+        self.trailing_metadata = tuple(trailing_metadata)
+
+
+class _Failure:
+    __slots__ = ("code", "message", "retry")
+
+    def __init__(self, code: grpc.StatusCode, message: str, retry: bool = False) -> None:
+        self.code = code
+        self.message = message
+        self.retry = retry
+
+
+class TraceExportServicer(trace_service_pb2_grpc.TraceServiceServicer):
+    """The generated servicer; ``Export`` receives the request as bytes."""
+
+    def __init__(self, service: ProgressService) -> None:
+        self._service = service
+
+    def Export(self, request: Any, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        return self._service.export(request, context)
+
+
+class ProgressService:
+    """The detection service: gRPC server, detector, forwarder or tap exporter, health.
+
+    ``start()`` binds and serves (``port`` and ``health_port`` give the bound ports; a
+    listen address with port 0 picks a free one); ``stop()`` drains and shuts down.
+    """
+
+    def __init__(self, config: ServiceConfig | None = None, engine_config: Config | None = None) -> None:
+        self.config = config if config is not None else ServiceConfig()
+        cfg = self.config
+        if engine_config is None:
+            base = Config.from_file(cfg.config) if cfg.config else None
+            engine_config = Config.from_env(base=base)
+        self.metrics = ServiceMetrics()
+        self.engine = ProgressEngine(engine_config)
+        self.detector = BatchDetector(
+            self.engine, self.metrics,
+            max_traces=cfg.max_traces, max_spans_per_trace=cfg.max_spans_per_trace,
+            trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, batch_cache=cfg.batch_cache,
+        )
+        self._token = cfg.token()
+        self._forwarder: Forwarder | None = None
+        self._tap: TapExporter | None = None
+        self._pusher: MetricsPusher | None = None
+        self._metrics_forwarder: Forwarder | None = None
+        self._server: grpc.Server | None = None
+        self._health: HealthServer | None = None
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        self._ready = False
+        self._stopped = threading.Event()
+        self._stopping = False
+        self._maint_stop = threading.Event()
+        self._maint: threading.Thread | None = None
+        self.port = 0
+        self.health_port = 0
+        self.instance_id = cfg.instance_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.metrics.gauge_callback("progress.service.inflight", lambda: self._inflight)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _forwarder_for(self, endpoint: str) -> Forwarder:
+        cfg = self.config
+        return Forwarder(endpoint, timeout=cfg.forward_timeout, compression=cfg.forward_compression,
+                         insecure=cfg.forward_insecure, ca_file=cfg.forward_ca, headers=cfg.forward_headers,
+                         max_message_mib=cfg.max_receive_mib + 1)
+
+    def start(self) -> ProgressService:
+        cfg = self.config
+        if cfg.mode == "inline":
+            self._forwarder = self._forwarder_for(cfg.forward_endpoint)
+        else:
+            self._forwarder = self._forwarder_for(cfg.tap_target)
+            self._tap = TapExporter(self._forwarder, self.metrics)
+        metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
+        if metrics_endpoint:
+            self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
+                                       else self._forwarder_for(metrics_endpoint))
+            self._pusher = MetricsPusher(self._metrics_forwarder, self._metrics_request, cfg.metrics_interval)
+
+        limit = cfg.max_receive_mib * 1024 * 1024
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="otel-progress-grpc"),
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", 16 * 1024 * 1024),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        servicer = TraceExportServicer(self)
+        handler = grpc.method_handlers_generic_handler(_SERVICE, {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                servicer.Export,
+                request_deserializer=None,  # raw bytes: forwarded unchanged when not annotated
+                response_serializer=ExportTraceServiceResponse.SerializeToString,
+            ),
+        })
+        server.add_generic_rpc_handlers((handler,))
+        try:
+            if cfg.tls_cert:
+                with open(cfg.tls_cert, "rb") as fh:
+                    cert = fh.read()
+                with open(cfg.tls_key, "rb") as fh:
+                    key = fh.read()
+                client_ca = None
+                if cfg.tls_client_ca:
+                    with open(cfg.tls_client_ca, "rb") as fh:
+                        client_ca = fh.read()
+                creds = grpc.ssl_server_credentials(((key, cert),), root_certificates=client_ca,
+                                                    require_client_auth=client_ca is not None)
+                port = server.add_secure_port(cfg.listen, creds)
+            else:
+                port = server.add_insecure_port(cfg.listen)
+        except OSError as exc:
+            raise ServiceConfigError(f"cannot read TLS files: {exc}") from exc
+        except RuntimeError as exc:
+            raise ServiceConfigError(f"cannot listen on {cfg.listen}: {exc}") from exc
+        if not port:
+            raise ServiceConfigError(f"cannot listen on {cfg.listen} (address in use or not local?)")
+        self.port = port
+        self._server = server
+        if cfg.health_listen:
+            try:
+                self._health = HealthServer(cfg.health_listen, ready=self.ready,
+                                            metrics_text=self.metrics.prometheus_text,
+                                            traces=self.detector.known_traces)
+            except OSError as exc:
+                server.stop(0)
+                raise ServiceConfigError(f"cannot listen on {cfg.health_listen} (health): {exc}") from exc
+            self.health_port = self._health.port
+            self._health.start()
+        server.start()
+        self._maint = threading.Thread(target=self._maintain, name="otel-progress-maintain", daemon=True)
+        self._maint.start()
+        self._ready = True
+        return self
+
+    def ready(self) -> bool:
+        return self._ready and not self._stopping
+
+    def describe(self) -> str:
+        """The start-up message: where it listens and forwards."""
+        cfg = self.config
+        host = cfg.listen.rpartition(":")[0]
+        listen = f"{host}:{self.port}"
+        security = "TLS" + (" + client certificates (mTLS)" if cfg.tls_client_ca else "") if cfg.tls_cert \
+            else "plaintext"
+        auth = "bearer token required" if self._token else "no authentication"
+        lines = [f"otel-progress {__version__} serve: OTLP/gRPC on {listen} ({security}, {auth},"
+                 f" max {cfg.max_receive_mib} MiB, {cfg.max_inflight} requests at once)"]
+        if cfg.mode == "inline":
+            lines.append(f"  mode inline: annotating spans and forwarding every batch to {cfg.forward_endpoint}"
+                         f" ({'plaintext' if cfg.forward_insecure else 'TLS'}, {cfg.forward_compression},"
+                         f" timeout {cfg.forward_timeout:g}s); acknowledging only after the forward succeeded")
+        else:
+            lines.append(f"  mode tap: forwarding nothing; annotation spans and metrics to {cfg.tap_target}")
+        if self._pusher is not None and self._metrics_forwarder is not None:
+            lines.append(f"  metrics: OTLP to {self._metrics_forwarder.endpoint} every {cfg.metrics_interval:g}s")
+        if self._health is not None:
+            hhost = cfg.health_listen.rpartition(":")[0]
+            lines.append(f"  health: http://{hhost}:{self.health_port}/healthz /readyz /metrics /traces")
+        lines.append(f"  state: at most {cfg.max_traces} traces, idle TTL {cfg.trace_ttl:g}s,"
+                     f" closed {cfg.close_delay:g}s after the root span")
+        return "\n".join(lines)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting requests, finish those in flight (up to ``grace`` seconds,
+        default ``drain_timeout``), flush tap findings and metrics, close everything."""
+        if self._stopped.is_set():
+            return
+        self._stopping = True
+        grace = self.config.drain_timeout if grace is None else grace
+        if self._server is not None:
+            self._server.stop(grace).wait(grace + 5)
+        self._maint_stop.set()
+        if self._maint is not None:
+            self._maint.join(2.0)
+        if self._tap is not None:
+            self._tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
+        if self._pusher is not None:
+            self._pusher.shutdown()
+        for fwd in {id(f): f for f in (self._forwarder, self._metrics_forwarder) if f is not None}.values():
+            fwd.close()
+        if self._health is not None:
+            self._health.stop()
+        self._ready = False
+        self._stopped.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped; True if it stopped."""
+        return self._stopped.wait(timeout)
+
+    def _maintain(self) -> None:
+        while not self._maint_stop.wait(1.0):
+            try:
+                self.detector.maintain()
+            except Exception:  # pragma: no cover - never let maintenance die
+                self.metrics.add("progress.service.errors")
+                _log.exception("otel-progress: maintenance failed")
+
+    def _metrics_request(self) -> bytes:
+        resource = {"service.name": self.config.service_name, "service.instance.id": self.instance_id,
+                    "service.version": __version__}
+        return self.metrics.otlp_request(resource).SerializeToString()
+
+    # -- the RPC ----------------------------------------------------------------------
+
+    def export(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        started = time.monotonic()
+        outcome: ExportTraceServiceResponse | _Failure
+        if self._token and not self._authorized(context):
+            outcome = _Failure(grpc.StatusCode.UNAUTHENTICATED,
+                               "missing or wrong bearer token: send metadata 'authorization: Bearer <token>'")
+        elif not self._enter():
+            outcome = _Failure(grpc.StatusCode.UNAVAILABLE,
+                               f"otel-progress is at its limit of {self.config.max_inflight} requests in"
+                               " flight; retry later", retry=True)
+        else:
+            try:
+                outcome = self._handle(bytes(raw), context)
+            except Exception as exc:  # never UNKNOWN
+                self.metrics.add("progress.service.errors")
+                _log.exception("otel-progress: unexpected error in Export")
+                outcome = _Failure(grpc.StatusCode.UNAVAILABLE, f"otel-progress internal error: {exc}", retry=True)
+            finally:
+                self._leave()
+        self.metrics.add("progress.service.request.duration", time.monotonic() - started)
+        if isinstance(outcome, _Failure):
+            self.metrics.add("progress.service.requests", 1, {"result": outcome.code.name.lower()})
+            metadata: tuple[tuple[str, Any], ...] = ()
+            if outcome.retry:
+                metadata = (("grpc-status-details-bin",
+                             retry_info_details(outcome.code.value[0], outcome.message, self.config.retry_after)),)
+            context.abort_with_status(_Status(outcome.code, outcome.message, metadata))
+        self.metrics.add("progress.service.requests", 1, {"result": "ok"})
+        return outcome  # type: ignore[return-value]
+
+    def _authorized(self, context: grpc.ServicerContext) -> bool:
+        for key, value in context.invocation_metadata() or ():
+            if key.lower() == "authorization" and isinstance(value, str):
+                scheme, _, token = value.strip().partition(" ")
+                if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._token.encode()):
+                    return True
+        return False
+
+    def _enter(self) -> bool:
+        with self._inflight_lock:
+            if self._inflight >= self.config.max_inflight:
+                return False
+            self._inflight += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._inflight_lock:
+            self._inflight -= 1
+
+    def _handle(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse | _Failure:
+        result: BatchResult | None
+        try:
+            result = self.detector.process(raw)
+        except MalformedRequest as exc:
+            return _Failure(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception:
+            # A bug in detection must not lose data: forward the batch as received.
+            self.metrics.add("progress.service.errors")
+            _log.exception("otel-progress: detection failed; forwarding the batch unannotated")
+            result = None
+
+        if self.config.mode == "tap":
+            if result is not None and result.new_detections:
+                self._tap_findings(raw, result)
+            return ExportTraceServiceResponse()
+
+        out = raw
+        if result is not None and result.placements:
+            try:
+                out, _written = annotated_request(raw, result.placements)
+                self.metrics.add("progress.service.batches.annotated")
+            except Exception:
+                self.metrics.add("progress.service.errors")
+                _log.exception("otel-progress: annotating failed; forwarding the batch unannotated")
+                out = raw
+        assert self._forwarder is not None
+        remaining = context.time_remaining()
+        timeout = self.config.forward_timeout
+        if remaining is not None:
+            timeout = min(timeout, max(0.05, remaining - 0.25))
+        fwd = self._forwarder.forward(out, timeout)
+        if fwd.ok:
+            return fwd.response if fwd.response is not None else ExportTraceServiceResponse()
+        self.metrics.add("progress.service.forward.failures", 1, {"code": fwd.code.name.lower()})
+        if fwd.permanent:
+            return _Failure(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"downstream {self._forwarder.endpoint} rejected the data: {fwd.message}")
+        return _Failure(grpc.StatusCode.UNAVAILABLE,
+                        f"downstream {self._forwarder.endpoint} failed ({fwd.code.name}: {fwd.message});"
+                        " not acknowledged, retry", retry=True)
+
+    def _tap_findings(self, raw: bytes, result: BatchResult) -> None:
+        assert self._tap is not None
+        new = {id(d) for d in result.new_detections}
+        try:
+            request: ExportTraceServiceRequest | None = ExportTraceServiceRequest.FromString(raw)
+        except Exception:
+            request = None
+        fallback = resource_pb2.Resource(attributes=key_values({"service.name": "unknown_service"}))
+        for p in result.placements:
+            if p.on_agent or id(p.detection) not in new:
+                continue
+            resource = fallback
+            start = end = time.time_ns()
+            if request is not None and p.resource_index < len(request.resource_spans):
+                resource = request.resource_spans[p.resource_index].resource
+                if p.loc is not None:
+                    ri, si, j = p.loc
+                    span: trace_pb2.Span = request.resource_spans[ri].scope_spans[si].spans[j]
+                    start = end = span.end_time_unix_nano or span.start_time_unix_nano or start
+            self._tap.submit(resource, annotation_span(p.detection, p.parent_id, start, end))
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_serve(config: ServiceConfig) -> int:
+    """Run the service until SIGTERM/SIGINT; returns the exit status."""
+    _configure_logging(config.log_level)
+    try:
+        service = ProgressService(config).start()
+    except (ServiceConfigError, ConfigError) as exc:
+        print(f"otel-progress serve: {exc}", file=sys.stderr)
+        return 2
+    print(service.describe(), file=sys.stderr, flush=True)
+
+    def _stop(signum: int, _frame: Any) -> None:
+        print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight"
+              f" (up to {config.drain_timeout:g}s)", file=sys.stderr, flush=True)
+        threading.Thread(target=service.stop, name="otel-progress-stop", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    while not service.wait(0.5):
+        pass
+    print("otel-progress serve: stopped", file=sys.stderr, flush=True)
+    return 0
