@@ -9,14 +9,13 @@ The README lists every key.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import DEFAULT_VOLATILE_KEYS
-from .manifest import ManifestError, ToolSpec, load_manifest, parse_manifest
+from .manifest import ManifestError, ToolSpec, load_manifest, parse_manifest, read_structured
 
 __all__ = ["ENV_PREFIX", "SIGNAL_NAMES", "Config", "ConfigError"]
 
@@ -132,26 +131,7 @@ class Config:
     def from_file(cls, path: str | os.PathLike[str], base: Config | None = None) -> Config:
         """Read a config file: a JSON/YAML object of keys, or a bare list (the manifest)."""
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from exc
-        data: Any
-        if path.endswith((".yaml", ".yml")):
-            try:
-                import yaml
-            except ImportError as exc:  # pragma: no cover
-                raise ConfigError(f"{path}: YAML config needs PyYAML (pip install otel-progress[yaml])") from exc
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
-        else:
-            try:
-                data = json.loads(text)
-            except ValueError as exc:
-                raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
+        data = read_structured(path, "config", ConfigError)
         if isinstance(data, list):
             try:
                 return dataclasses.replace(base or cls(), manifest=parse_manifest(data, path))

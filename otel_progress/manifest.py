@@ -128,26 +128,30 @@ def parse_manifest(data: Any, source: str = "manifest") -> dict[str, ToolSpec]:
     return specs
 
 
-def load_manifest(path: str | os.PathLike[str]) -> dict[str, ToolSpec]:
-    """Read a manifest file: JSON, or YAML when the name ends in .yaml/.yml (needs PyYAML)."""
-    path = os.fspath(path)
+def read_structured(path: str, what: str, error: type[ValueError]) -> Any:
+    """Read a JSON file, or a YAML file when the name ends in .yaml/.yml (needs PyYAML);
+    failures raise ``error`` with the path and the reason."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise ManifestError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
+        raise error(f"{path}: cannot read {what}: {exc.strerror or exc}") from exc
     if path.endswith((".yaml", ".yml")):
         try:
             import yaml
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ManifestError(f"{path}: YAML manifests need PyYAML (pip install otel-progress[yaml])") from exc
+            raise error(f"{path}: a YAML {what} needs PyYAML (pip install otel-progress[yaml])") from exc
         try:
-            data = yaml.safe_load(text)
+            return yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: invalid YAML: {exc}") from exc
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ManifestError(f"{path}: invalid JSON: {exc}") from exc
-    return parse_manifest(data, path)
+            raise error(f"{path}: invalid YAML: {exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise error(f"{path}: invalid JSON: {exc}") from exc
+
+
+def load_manifest(path: str | os.PathLike[str]) -> dict[str, ToolSpec]:
+    """Read a manifest file: JSON, or YAML when the name ends in .yaml/.yml (needs PyYAML)."""
+    path = os.fspath(path)
+    return parse_manifest(read_structured(path, "manifest", ManifestError), path)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..pipeline import RunState
 
-__all__ = ["CallFacts", "Signal", "Step"]
+__all__ = ["CallFacts", "Signal", "Step", "record_visit"]
 
 
 @dataclass(slots=True)
@@ -81,3 +81,18 @@ class Signal(ABC):
     def reset(self, state: Any) -> Any:
         """Forget the evidence of the announced loop; returns the state to keep."""
         return self.new_state()
+
+
+def record_visit(table: dict[Any, list[Any]], key: Any, value: Any, keep: int, limit: int = 32) -> list[Any]:
+    """Append a visit's value (tokens consumed so far, a measure) to ``key``'s last
+    ``keep`` visits in a bounded table (the oldest key is forgotten past ``limit``);
+    returns those visits."""
+    visits = table.get(key)
+    if visits is None:
+        if len(table) >= limit:
+            table.pop(next(iter(table)))
+        visits = table[key] = []
+    visits.append(value)
+    if len(visits) > keep:
+        del visits[0]
+    return visits

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
-from .base import Signal, Step
+from .base import Signal, Step, record_visit
 
 __all__ = ["MeasureSignal"]
 
@@ -28,15 +28,8 @@ class MeasureSignal(Signal):
         if measure is None:
             return None
         node = run.step_node or ""
-        values = state.get(node)
-        if values is None:
-            if len(state) >= _MAX_NODES:
-                state.pop(next(iter(state)))
-            values = state[node] = []
-        values.append(measure)
         k = self.config.measure_visits
-        if len(values) > k:
-            del values[0]
+        values = record_visit(state, node, measure, k, _MAX_NODES)
         if len(values) < k or min(values[1:]) < values[0]:
             return None
         return Finding(

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason, Scope
-from .base import Signal, Step
+from .base import Signal, Step, record_visit
 
 __all__ = ["RunSignatureSignal"]
-
-_MAX_SIGNATURES = 32
 
 
 class RunSignatureSignal(Signal):
@@ -27,14 +25,10 @@ class RunSignatureSignal(Signal):
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         signature = run.trace_signature()
-        visits = state.get(signature)
-        if visits is None:
+        if signature not in state:
             state.clear()  # the shared state moved on: earlier signatures cannot recur
-            visits = state[signature] = []
-        visits.append(step.tokens)
         k = self.config.signature_visits
-        if len(visits) > k:
-            del visits[0]
+        visits = record_visit(state, signature, step.tokens, k)
         if len(visits) < k:
             return None
         burned = visits[-1] - visits[0]

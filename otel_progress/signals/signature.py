@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
-from .base import Signal, Step
+from .base import Signal, Step, record_visit
 
 __all__ = ["SignatureSignal"]
-
-_MAX_SIGNATURES = 32
 
 
 class SignatureSignal(Signal):
@@ -33,15 +31,8 @@ class SignatureSignal(Signal):
             return None
         if run.derived_evidence_changed:
             state.clear()  # old signatures carry an older evidence set: they cannot recur
-        visits = state.get(signature)
-        if visits is None:
-            if len(state) >= _MAX_SIGNATURES:
-                state.pop(next(iter(state)))
-            visits = state[signature] = []
-        visits.append(step.tokens)
         k = self.config.signature_visits
-        if len(visits) > k:
-            del visits[0]
+        visits = record_visit(state, signature, step.tokens, k)
         if len(visits) < k or step.new_evidence:
             return None  # the k-th visit itself brought something new: e.g. a retry that worked
         burned = visits[-1] - visits[0]
