@@ -299,10 +299,8 @@ class Digester:
         them is still checked (a volatile key found switches the tool to the full path
         for good)."""
         seen = self._tools.get(tool, 0)
-        if seen < _CHECK_FIRST or seen % _CHECK_EVERY == 0:
-            if seen >= 0 and not self._volatile_in(parse_json_value(result), tool):
-                return True
-            return False
+        if seen < _CHECK_FIRST or seen % _CHECK_EVERY == 0:  # a tool marked volatile has seen == -1
+            return seen >= 0 and not self._volatile_in(parse_json_value(result), tool)
         self._tools[tool] = seen + 1
         return True
 

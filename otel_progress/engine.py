@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from array import array
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field

@@ -145,8 +145,9 @@ def test_digest_key_from_environment_changes_exported_signatures() -> None:
 def test_content_capture_off_uses_published_state() -> None:
     seq = []
     for _ in range(2):
-        seq += [call("edit", NOT_CAPTURED, NOT_CAPTURED, state="s1"), call("test", NOT_CAPTURED, NOT_CAPTURED, state="s1"),
-                call("edit", NOT_CAPTURED, NOT_CAPTURED, state="s0"), call("test", NOT_CAPTURED, NOT_CAPTURED, state="s0")]
+        for state in ("s1", "s0"):
+            seq += [call("edit", NOT_CAPTURED, NOT_CAPTURED, state=state),
+                    call("test", NOT_CAPTURED, NOT_CAPTURED, state=state)]
     assert brief(run(seq)) == [(7, "state_revisit", 1)]
 
 

@@ -262,7 +262,8 @@ def _lap_trace(laps: int) -> list[tuple[str, object]]:
                                             run_id=sub, agent="extractor-2", parent_id=sub)))
         events.append(("end", sub))
         t += 1
-        events.append(("call", ToolCall(name="dispatch_reocr", arguments={"pages": [3, 4], "obligation_id": f"ob-{lap}"},
+        reocr = {"pages": [3, 4], "obligation_id": f"ob-{lap}"}
+        events.append(("call", ToolCall(name="dispatch_reocr", arguments=reocr,
                                         result=as_json({"status": "done"}), start_ns=t * S, end_ns=t * S + S // 2,
                                         trace_id="T", span_id=f"planner-{lap}", run_id="planner",
                                         agent="planner-1", parent_id="planner", node="extract_clauses",
