@@ -169,29 +169,38 @@ def _manifest_file(path: str) -> dict[str, ToolSpec]:
         raise ConfigError(str(exc)) from exc
 
 
+SCALAR_TYPES = (bool, int, float)
+
+
+def coerce_scalar(default: bool | int | float, value: Any) -> Any:
+    """Convert a setting from a file, a flag or the environment to the type of its default
+    (one of :data:`SCALAR_TYPES`); raises ValueError with the reason."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
+    if isinstance(default, int):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("expected a whole number")
+        return int(str(value).strip()) if isinstance(value, str) else int(value)
+    if isinstance(default, float):
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        return float(str(value).strip()) if isinstance(value, str) else float(value)
+    raise TypeError(f"not a scalar setting: {default!r}")
+
+
 def _coerce(name: str, f: dataclasses.Field[Any], value: Any, source: str) -> Any:
     """Convert a value from a file or the environment to the field's type."""
     default = f.default if f.default is not dataclasses.MISSING else None
     try:
-        if isinstance(default, bool):
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true or false")
-        if isinstance(default, int):
-            if isinstance(value, bool):
-                raise ValueError("expected a whole number")
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError("expected a whole number")
-            return int(value)
-        if isinstance(default, float):
-            if isinstance(value, bool):
-                raise ValueError("expected a number")
-            return float(value)
+        if isinstance(default, SCALAR_TYPES):
+            return coerce_scalar(default, value)
         if isinstance(default, frozenset):
             items = value.split(",") if isinstance(value, str) else list(value)
             return frozenset(str(v).strip().lower() if name != "volatile_keys" else str(v).strip()

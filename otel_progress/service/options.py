@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import SCALAR_TYPES, coerce_scalar
+
 __all__ = ["ENV_PREFIX", "OPTIONS", "ServiceConfig", "ServiceConfigError", "add_arguments", "from_args"]
 
 ENV_PREFIX = "OTEL_PROGRESS_SERVE_"
@@ -192,19 +194,8 @@ def env_var(name: str) -> str:
 def _coerce(name: str, value: Any, source: str) -> Any:
     default = _FIELDS[name].default
     try:
-        if isinstance(default, bool):
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true or false")
-        if isinstance(default, int):
-            return int(str(value).strip())
-        if isinstance(default, float):
-            return float(str(value).strip())
+        if isinstance(default, SCALAR_TYPES):
+            return coerce_scalar(default, value)
         if name == "forward_headers":
             if isinstance(value, tuple):
                 return value
@@ -226,7 +217,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every option as a flag (default None: the environment or the default applies)."""
     for opt in OPTIONS:
         flag = "--" + opt.name.replace("_", "-")
-        default = _FIELDS[opt.name].default
         shown = "" if opt.name == "auth_token" else f" [env {env_var(opt.name)}]"
         kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": opt.help + shown}
         if opt.choices:
@@ -235,7 +225,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = opt.metavar
         if opt.name == "auth_token":
             kwargs["help"] = opt.help + f" [env {env_var(opt.name)}; prefer the variable or a file]"
-        del default
         parser.add_argument(flag, **kwargs)
 
 
