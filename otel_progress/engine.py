@@ -23,6 +23,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .canonical import Digester
@@ -35,6 +36,9 @@ from .signals import RunSignatureSignal, Step, build_signals
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]
 
 _log = logging.getLogger(__name__)
+
+#: The order calls are evaluated in: start time, then end time, then span id.
+_start_order = attrgetter("start_ns", "end_ns", "span_id")
 
 
 @dataclass
@@ -77,6 +81,7 @@ class TraceState:
     __slots__ = (
         "detections",
         "evidence",
+        "evidence_run",
         "evidence_version",
         "last_seen",
         "level",
@@ -94,6 +99,8 @@ class TraceState:
         self.runs: dict[str, RunState] = {}
         self.evidence = array("q")  # sorted distinct result digests of all runs
         self.evidence_version = 0
+        # The run whose evidence is, for now, the trace's own (see admit_from), or None.
+        self.evidence_run: RunState | None = None
         self.plan_node: str | None = None
         self.tokens = 0
         self.level = 0
@@ -106,9 +113,43 @@ class TraceState:
         if admit(self.evidence, digest, self.pipeline.config.max_evidence * 4):
             self.evidence_version += 1
 
+    def admit_from(self, run: RunState, digest: int) -> None:
+        """Admit a result digest that ``run``, one of this trace's runs, is about to admit
+        to its own evidence.
+
+        While one run alone has admitted results to the trace, the trace's evidence is
+        the same set as that run's, with the same version: both received the same
+        digests in the same order, and neither was emptied (the run's evidence fills up
+        first, at a quarter of the trace's cap). It is then not stored twice:
+        ``evidence_run`` stands for it. It is copied out (:meth:`detach`) before it could
+        differ: when another run admits a result, when the run's evidence is full (its
+        next admission may empty it) and when the run ends.
+        """
+        owner = self.evidence_run
+        if owner is run:
+            if len(run.evidence) < self.pipeline.config.max_evidence:
+                return
+            self.detach()
+        elif owner is not None:
+            self.detach()
+        elif self.evidence_version == 0:
+            self.evidence_run = run  # the first result admitted to the trace
+            return
+        self.admit(digest)
+
+    def detach(self) -> None:
+        """Give the trace its own copy of the evidence it shares with a run, if it does."""
+        owner = self.evidence_run
+        if owner is not None:
+            self.evidence = array("q", owner.evidence)
+            self.evidence_version = owner.evidence_version
+            self.evidence_run = None
+
     def trace_signature(self) -> int:
         """The run-scope signature: shared evidence and the current plan node."""
-        return self.pipeline.digester.text(f"{self.evidence_version}\x1f{self.plan_node or ''}")
+        owner = self.evidence_run
+        version = self.evidence_version if owner is None else owner.evidence_version
+        return self.pipeline.digester.text(f"{version}\x1f{self.plan_node or ''}")
 
     def hex(self, digest: int) -> str:
         return self.pipeline.digester.hex(digest)
@@ -203,8 +244,15 @@ class ProgressEngine:
                 if call.start_ns < run.watermark_ns:
                     run.late += 1
                     self.stats.late_calls += 1
-                run.pending.append(call)
-                return self._release(run, final=flush)
+                pending = run.pending
+                if flush and not pending:
+                    # Nothing buffered: the call is a step of its own, as _release would find.
+                    return self._evaluate(run, [call])
+                pending.append(call)
+                if len(pending) > 1 and _start_order(call) < _start_order(pending[-2]):
+                    # Out of start order: re-sort (stable, as appending in order would be).
+                    pending.sort(key=_start_order)
+                return self._release(run, flush)
         except Exception:  # never raise into the caller
             self.stats.errors += 1
             _log.debug("otel-progress: observe failed", exc_info=True)
@@ -289,6 +337,8 @@ class ProgressEngine:
                 if run is None:
                     return RunSummary(trace_id, run_id, None, 0, 0, len(detections), 0, None, 0, 0, 0,
                                       tuple(detections))
+                if trace.evidence_run is run:
+                    trace.detach()  # the trace's evidence outlives the run
                 del trace.runs[run_id]
                 self._run_count -= 1
                 return RunSummary(
@@ -342,41 +392,47 @@ class ProgressEngine:
     # -- internals --------------------------------------------------------------------
 
     def _release(self, run: RunState, final: bool) -> list[Detection]:
+        """Evaluate the complete steps at the head of the run's buffer: all of them when
+        ``final``, else while it holds more than ``reorder_window`` calls. The buffer is
+        already in start order (``observe`` keeps it sorted)."""
         pending = run.pending
-        if not pending:
-            return []
-        pending.sort(key=lambda c: (c.start_ns, c.end_ns, c.span_id))
         limit = self.config.reorder_window
         out: list[Detection] = []
-        while pending:
+        while pending and (final or len(pending) > limit):
             head = pending[0]
-            end = head.end_ns
             i = 1
-            while i < len(pending) and pending[i].start_ns < end and pending[i].parent_id == head.parent_id:
-                end = max(end, pending[i].end_ns)
-                i += 1
-            if not (final or len(pending) > limit):
-                break
+            if len(pending) > 1:
+                end = head.end_ns
+                while i < len(pending) and pending[i].start_ns < end and pending[i].parent_id == head.parent_id:
+                    end = max(end, pending[i].end_ns)
+                    i += 1
             group = pending[:i]
             del pending[:i]
-            run.watermark_ns = max(run.watermark_ns, group[0].start_ns)
-            for call in group:
-                if call.node:
-                    run.trace.plan_node = call.node
-            self.stats.steps += 1
-            before = run.detections
-            try:
-                det = self.pipeline.run_step(run, group)
-            except Exception:  # a bug in a signal must not lose the rest of the run
-                self.stats.errors += 1
-                _log.debug("otel-progress: step evaluation failed", exc_info=True)
-                det = None
-            if det is not None:
-                out.append(det)
-                self.stats.detections += 1
-            elif run.detections > before:
-                self.stats.suppressed += 1
+            out.extend(self._evaluate(run, group))
         return out
+
+    def _evaluate(self, run: RunState, group: list[ToolCall]) -> list[Detection]:
+        """Evaluate one complete step (its calls in start order); its detection, if any."""
+        head = group[0]
+        if head.start_ns > run.watermark_ns:
+            run.watermark_ns = head.start_ns
+        for call in group:
+            if call.node:
+                run.trace.plan_node = call.node
+        self.stats.steps += 1
+        before = run.detections
+        try:
+            det = self.pipeline.run_step(run, group)
+        except Exception:  # a bug in a signal must not lose the rest of the run
+            self.stats.errors += 1
+            _log.debug("otel-progress: step evaluation failed", exc_info=True)
+            det = None
+        if det is not None:
+            self.stats.detections += 1
+            return [det]
+        if run.detections > before:
+            self.stats.suppressed += 1
+        return []
 
     def _run_scope(self, trace: TraceState, parent: RunState | None, span_id: str) -> Detection | None:
         signal = self._run_signal
@@ -395,7 +451,7 @@ class ProgressEngine:
             return None
         trace.level += 1
         level = Level(trace.level)
-        attempts = parent.attempts.values() if parent is not None else ()
+        attempts = parent.attempts if parent is not None else ()
         self.stats.detections += 1
         return Detection(
             reason=finding.reason,

@@ -8,11 +8,15 @@ and digests, so they are safe to export with the detection.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from array import array
+from collections.abc import Iterable, Iterator
 
 from .model import Finding, Level
 
-__all__ = ["Attempt", "handoff_note", "nudge_text"]
+__all__ = ["Attempt", "Attempts", "handoff_note", "nudge_text"]
+
+_BYTE_ORDER = sys.byteorder  # as array("q") lays out its items
 
 _HYPOTHESIS = (
     "Before calling another tool, write down what you believe is blocking progress and"
@@ -26,16 +30,70 @@ class Attempt:
 
     __slots__ = ("call", "count", "failures", "shape")
 
-    def __init__(self, shape: str, call: int) -> None:
+    def __init__(self, shape: str, call: int, count: int = 0, failures: int = 0) -> None:
         self.shape = shape
         self.call = call
-        self.count = 0
-        self.failures = 0
+        self.count = count
+        self.failures = failures
 
     @property
     def fingerprint(self) -> str:
         """Eight hex digits of the call's digest."""
         return f"{self.call:016x}"[:8]
+
+
+class Attempts:
+    """The distinct calls a run made most recently, for the handoff note, in the order
+    they were first made (one added past the limit given to :meth:`add` forgets the
+    oldest), each with its shape and how often it ran and failed.
+
+    A run keeps this table all its life, so it is stored flat rather than as one
+    :class:`Attempt` per call: the call digests and the two counts in one array of
+    64-bit integers (three per call), the shapes (shared strings) in a list. Iterating
+    gives :class:`Attempt` objects, oldest first.
+    """
+
+    __slots__ = ("_shapes", "_tally")
+
+    def __init__(self) -> None:
+        self._tally = array("q")  # call digest, count, failures; per call, oldest first
+        self._shapes: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def __iter__(self) -> Iterator[Attempt]:
+        t = self._tally
+        return (Attempt(shape, t[3 * i], t[3 * i + 1], t[3 * i + 2]) for i, shape in enumerate(self._shapes))
+
+    def values(self) -> list[Attempt]:
+        """The attempts, oldest first."""
+        return list(self)
+
+    def record(self, call: int, failed: bool) -> bool:
+        """Count one more run (and failure) of a known call; False if it is not in the
+        table (then :meth:`add` it)."""
+        tally = self._tally
+        data = tally.tobytes()
+        needle = call.to_bytes(8, _BYTE_ORDER, signed=True)
+        i = data.find(needle)
+        while i >= 0 and i % 24:  # only a digest slot counts, not bytes across slots
+            i = data.find(needle, i + 1)
+        if i < 0:
+            return False
+        i //= 8
+        tally[i + 1] += 1
+        if failed:
+            tally[i + 2] += 1
+        return True
+
+    def add(self, call: int, shape: str, failed: bool, limit: int) -> None:
+        """Add a call not in the table, run once, forgetting the oldest past ``limit``."""
+        if len(self._shapes) >= limit:
+            del self._tally[:3]
+            del self._shapes[0]
+        self._tally.extend((call, 1, 1 if failed else 0))
+        self._shapes.append(shape)
 
 
 def nudge_text(finding: Finding, level: Level, turn: int, first_turn: int | None) -> str:

@@ -17,18 +17,18 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .canonical import Digester, error_signature_text, normalise_action, parse_json_value
+from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
-from .escalation import Attempt, handoff_note, nudge_text
+from .escalation import Attempts, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
 from .signals import CallFacts, Signal, Step
+from .signals.base import holds
 
 __all__ = ["Pipeline", "RunState"]
 
 _SEP = b"\x1f"
 _RAW_MIN = 512  # JSON results at least this long may be digested without parsing
 _JSON_OPEN = ("{", "[")
-_STATUS_MARKERS = ('"status"', '"state"', '"phase"')  # implicit waits need the parsed status
 _MASK = (1 << 63) - 1
 _SEEN_IDS = 24
 _MAX_ATTEMPTS = 5
@@ -57,6 +57,15 @@ def _is_ack(value: Any) -> bool:
         return all(v is True or (isinstance(v, (str, int)) and _is_ack(str(v))) or v in (1, 200, 201, 204)
                    for v in value.values())
     return False
+
+
+def _status_value(text: str, at: int) -> str:
+    """The value after a status marker ending at ``at``, as ``_may_be_waiting`` compares it:
+    up to 48 characters, separators and the opening quote skipped, up to the closing
+    quote, stripped and lower-cased."""
+    value = text[at: at + 48].lstrip(' :\t\n"')
+    end = value.find('"')
+    return value[:end if end >= 0 else len(value)].strip().lower()
 
 
 def _is_empty(value: Any, depth: int = 0) -> bool:
@@ -93,12 +102,29 @@ def admit(evidence: array[int], digest: int, cap: int) -> bool:
     return True
 
 
+def _signature_text(parts: tuple[str, ...], actions: list[int]) -> str:
+    """The text a state signature digests: goal, plan node, the action digests (sorted,
+    for a batch of calls), the evidence part, the open obligations and ``blocked_on``."""
+    goal, node, evidence_part, obligations, blocked_on = parts
+    joined = str(actions[0]) if len(actions) == 1 else ",".join(str(a) for a in sorted(actions))
+    return "\x1f".join((goal, node, joined, evidence_part, obligations, blocked_on))
+
+
 _SHAPES: dict[str, str] = {}
+# (tool, argument names in their order) -> the shared shape: most calls repeat a shape
+# seen before, and looking it up is cheaper than sorting and joining the names again.
+_SHAPE_OF: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def _shape(name: str, arguments: Any) -> str:
     """``tool(arg1, arg2)``: argument names only, never values. Shapes repeat across
     runs, so one copy of each is shared (a bounded table)."""
+    names: tuple[Any, ...] | None = None
+    if type(arguments) is dict:
+        names = tuple(arguments)
+        known = _SHAPE_OF.get((name, names))
+        if known is not None:
+            return known
     if isinstance(arguments, Mapping):
         shape = f"{name}({', '.join(sorted(str(k) for k in arguments)[:6])})"
     else:
@@ -108,6 +134,12 @@ def _shape(name: str, arguments: Any) -> str:
         if len(_SHAPES) >= 4096:
             _SHAPES.clear()
         shared = _SHAPES[shape] = shape
+    # Only names that are strings are remembered: str(k) is then k itself, and equal
+    # name tuples give equal shapes (1 and True are equal keys with other shapes).
+    if names is not None and all(type(k) is str for k in names):
+        if len(_SHAPE_OF) >= 4096:
+            _SHAPE_OF.clear()
+        _SHAPE_OF[(name, names)] = shared
     return shared
 
 
@@ -173,12 +205,12 @@ class RunState:
         self.watermark_ns = 0
         self.late = 0
         self.duplicates = 0
-        self.attempts: dict[int, Attempt] = {}
+        self.attempts = Attempts()
         # per-step facts, set by the pipeline before the signals run
         self.plan_advanced = False
         self.goal_improved = False
         self.step_state: str | None = None
-        self.step_signature: int | None = None
+        self.step_signature: int | None = None  # process-local (see Pipeline.exported_signature)
         self.step_measure: float | None = None
         self.step_node: str | None = None
         self.derived_evidence_changed = False
@@ -186,6 +218,11 @@ class RunState:
     def hex(self, digest: int) -> str:
         """The exported form of a digest."""
         return self.pipeline.digester.hex(digest)
+
+    def exported_signature(self, step: Step) -> int:
+        """The exported state signature of the current step (see
+        :meth:`Pipeline.exported_signature`)."""
+        return self.pipeline.exported_signature(step)
 
     @property
     def wasted_turns(self) -> int:
@@ -200,7 +237,7 @@ class RunState:
     def remember(self, span_id: str) -> bool:
         """Record a span id; False if it was seen recently (a redelivered span)."""
         h = hash(span_id) if span_id else 0
-        if h and h in self.seen:
+        if h and holds(self.seen, h):
             return False
         self.seen[self.seen_pos] = h
         self.seen_pos = (self.seen_pos + 1) % _SEEN_IDS
@@ -222,29 +259,42 @@ class Pipeline:
 
     def _may_be_waiting(self, text: str) -> bool:
         """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
-        is a waiting value (then it must be parsed, for the implicit wait check)."""
+        is a waiting value (then it must be parsed, for the implicit wait check).
+
+        Each occurrence of ``"status"``, ``"state"`` and ``"phase"`` is checked. The first
+        two both begin with ``"stat``, so one scan of the text finds the occurrences of
+        both (a long result is scanned twice, not three or four times)."""
         if not self.config.implicit_waits:
             return False
         waiting = self.config.waiting_values
-        for marker in _STATUS_MARKERS:
-            i = text.find(marker)
-            while i >= 0:
-                value = text[i + len(marker): i + len(marker) + 48].lstrip(' :\t\n"')
-                end = value.find('"')
-                if value[:end if end >= 0 else len(value)].strip().lower() in waiting:
+        i = text.find('"stat')
+        while i >= 0:
+            if text.startswith('"status"', i):
+                if _status_value(text, i + 8) in waiting:
                     return True
-                i = text.find(marker, i + 1)
+            elif text.startswith('"state"', i) and _status_value(text, i + 7) in waiting:
+                return True
+            i = text.find('"stat', i + 1)
+        i = text.find('"phase"')
+        while i >= 0:
+            if _status_value(text, i + 7) in waiting:
+                return True
+            i = text.find('"phase"', i + 1)
         return False
 
     def facts(self, call: ToolCall) -> CallFacts:
         """Compute the digests of one call."""
         d = self.digester
         name = call.name
-        has_args = call.arguments is not NOT_CAPTURED and call.arguments is not None
-        args = parse_json_value(call.arguments) if has_args else None
-        args_bytes = d.arguments(args) if has_args else b""
-        request = name.encode("utf-8", "surrogatepass") + _SEP + args_bytes
-        call_digest = d.digest(request)
+        arguments = call.arguments
+        has_args = arguments is not NOT_CAPTURED and arguments is not None
+        if has_args:
+            args = parse_json_value(arguments)
+            args_bytes = d.arguments(args)
+        else:
+            args = None
+            args_bytes = b""
+        call_digest = d.digest(name.encode("utf-8", "surrogatepass") + _SEP + args_bytes)
         result_digest: int | None = None
         parsed: Any = None
         empty = True
@@ -260,11 +310,11 @@ class Pipeline:
         ):
             # A long JSON result of a tool without volatile fields: digest it as received.
             # It is neither empty nor an acknowledgement, and carries no wait status.
-            result_digest = d.digest(result.encode("utf-8", "surrogatepass"))
+            result_digest = d.local_text(result)
             empty = False
         elif result is not NOT_CAPTURED and not (call.error and result is None):
             result_bytes, parsed = d.result(result, name)
-            result_digest = d.digest(result_bytes)
+            result_digest = d.local(result_bytes)
             empty = _is_empty(parsed)
             ack = not call.error and not empty and _is_ack(parsed)
         error: int | None = None
@@ -278,27 +328,34 @@ class Pipeline:
             key = hash((call_digest, result_digest)) & _MASK
         action = None
         if self._want_action and (has_args or result_digest is not None):
-            action = d.digest(normalise_action(name, args))
-        return CallFacts(
-            tool=name,
-            key=key,
-            call=call_digest,
-            result=result_digest,
-            parsed_result=parsed,
-            empty=empty,
-            ack=ack,
-            error=error,
-            action=action,
-            args=args,
-            span_id=call.span_id,
-        )
+            # The normalised action, for the state signature. Its digest only tells actions
+            # apart inside this run, so it is process-local; the signature exported with a
+            # detection is recomputed from keyed BLAKE3 digests (exported_signature).
+            if not has_args:
+                # normalise_action(name, None): folding leaves None as it is.
+                normalised = name.strip().lower().encode("utf-8") + b":null"
+            elif type(arguments) is str and folds_to_itself(args_bytes):
+                # Arguments decoded from JSON text that folding would not change: their
+                # canonical bytes are already the folded form (see folds_to_itself).
+                normalised = name.strip().lower().encode("utf-8") + b":" + args_bytes
+            else:
+                normalised = normalise_action(name, args)
+            action = d.local(normalised)
+        return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
+                         call.span_id)
 
     def make_step(self, run: RunState, calls: list[ToolCall]) -> Step:
         """Build the next step of ``run`` from a complete group of calls."""
+        if len(calls) == 1:
+            # One call (the common case): the general form below reduces to this call's
+            # own key, name, times and span.
+            call = calls[0]
+            f = self.facts(call)
+            run.turn += 1
+            return Step(run.turn, (call,), (f,), f.key, call.name, call.start_ns, call.end_ns, call.span_id,
+                        run.tokens, 0, False, call.name in self._write_tools and not call.error)
         facts = tuple(self.facts(c) for c in calls)
-        if len(facts) == 1:
-            key = facts[0].key
-        elif any(f.key is None for f in facts):
+        if any(f.key is None for f in facts):
             key = None
         else:
             key = self.digester.text(",".join(str(k) for k in sorted(f.key for f in facts)))  # type: ignore[type-var]
@@ -347,43 +404,53 @@ class Pipeline:
         # The signature is taken before the step's own results are admitted.
         run.step_signature = None
         facts = step.facts
-        if self._want_action and all(f.action is not None for f in facts):
+        if self._want_action and (
+            facts[0].action is not None if len(facts) == 1 else all(f.action is not None for f in facts)
+        ):
             evidence = first.evidence
             if evidence is not None:
                 evidence_part = "e:" + ",".join(sorted(evidence))
                 run.derived_evidence_changed = False
             else:
-                evidence_part = f"v:{run.evidence_version}"
-                run.derived_evidence_changed = run.evidence_version != run.sig_evidence_version
-                run.sig_evidence_version = run.evidence_version
-            if len(facts) == 1:
-                actions = str(facts[0].action)
-            else:
-                actions = ",".join(str(a) for a in sorted(f.action for f in facts))  # type: ignore[type-var]
+                version = run.evidence_version
+                evidence_part = f"v:{version}"
+                run.derived_evidence_changed = version != run.sig_evidence_version
+                run.sig_evidence_version = version
             obligations = ",".join(sorted(first.obligations)) if first.obligations else ""
-            run.step_signature = self.digester.text(
-                "\x1f".join((first.goal or "", first.node or "", actions, evidence_part, obligations,
-                              first.blocked_on or ""))
-            )
-        # Admit the step's results as evidence.
+            parts = (first.goal or "", first.node or "", evidence_part, obligations, first.blocked_on or "")
+            step.signature_parts = parts
+            # Process-local, like the action digests it is made of: equal when (and, but
+            # for a 2**-63 collision, only when) the exported signature is, which digests
+            # the same text with BLAKE3 action digests (exported_signature).
+            actions = [facts[0].action] if len(facts) == 1 else [f.action for f in facts]
+            run.step_signature = hash(_signature_text(parts, actions)) & _MASK  # type: ignore[arg-type]
         cap = self.config.max_evidence
-        for f in step.facts:
-            if f.result is None or f.empty:
-                continue
-            if admit(run.evidence, f.result, cap):
-                run.evidence_version += 1
-                step.new_evidence += 1
-            run.trace.admit(f.result)
-        # Remember attempts for the handoff note.
-        for call, f in zip(calls, step.facts, strict=False):
-            attempt = run.attempts.get(f.call)
-            if attempt is None:
-                if len(run.attempts) >= _MAX_ATTEMPTS:
-                    run.attempts.pop(next(iter(run.attempts)))
-                attempt = run.attempts[f.call] = Attempt(_shape(f.tool, f.args), f.call)
-            attempt.count += 1
-            if call.error:
-                attempt.failures += 1
+        trace = run.trace
+        attempts = run.attempts
+        for i, f in enumerate(facts):
+            # Admit the result as evidence, to the trace and to the run (the trace first:
+            # while it shares the run's evidence, it must see it as it was).
+            result = f.result
+            if result is not None and not f.empty:
+                if trace.evidence_run is not run or len(run.evidence) >= cap:
+                    trace.admit_from(run, result)  # (else it shares the run's evidence: nothing to do)
+                if admit(run.evidence, result, cap):
+                    run.evidence_version += 1
+                    step.new_evidence += 1
+            # Remember the attempt for the handoff note.
+            failed = bool(calls[i].error)
+            if not attempts.record(f.call, failed):
+                attempts.add(f.call, _shape(f.tool, f.args), failed, _MAX_ATTEMPTS)
+
+    def exported_signature(self, step: Step) -> int:
+        """The state signature of ``step`` as exported with a detection: a keyed BLAKE3
+        digest of the signature text with the keyed BLAKE3 digests of the normalised
+        actions, stable across processes. Computed only when a detection reports it; the
+        per-step comparisons use the process-local ``run.step_signature``."""
+        assert step.signature_parts is not None
+        d = self.digester
+        actions = [d.digest(normalise_action(f.tool, f.args)) for f in step.facts]
+        return d.text(_signature_text(step.signature_parts, actions))
 
     def run_step(self, run: RunState, calls: list[ToolCall]) -> Detection | None:
         """Evaluate one complete group of calls; return the detection to announce, if any."""
@@ -420,6 +487,6 @@ class Pipeline:
             tool=step.tool,
             figures=finding.figures,
             nudge=nudge_text(finding, level, step.turn, run.first_detection_turn),
-            handoff=handoff_note(finding, step.turn, run.attempts.values()),
+            handoff=handoff_note(finding, step.turn, run.attempts),
             tokens=step.tokens,
         )

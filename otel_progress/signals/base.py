@@ -9,7 +9,9 @@ evidence. This mirrors one policy per file behind one evaluator interface.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +21,9 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..pipeline import RunState
 
-__all__ = ["CallFacts", "Signal", "Step", "record_visit"]
+__all__ = ["CallFacts", "Signal", "Step", "count_last", "holds", "record_visit"]
+
+_BYTE_ORDER = sys.byteorder  # as array("q") lays out its items
 
 
 @dataclass(slots=True)
@@ -29,12 +33,12 @@ class CallFacts:
     tool: str
     key: int | None  # name + canonical arguments + result (or error); None: not comparable
     call: int  # name + canonical arguments: the request alone (wait episodes, notes)
-    result: int | None  # digest of the result (volatile fields stripped); None if absent
+    result: int | None  # process-local digest of the result (volatile fields stripped); None if absent
     parsed_result: Any  # the result parsed from JSON where it was JSON, else as given
     empty: bool  # the result carries nothing (empty list/map/string, "0 results", ...)
     ack: bool  # the result is a bare acknowledgement ("ok", "Successfully modified x")
     error: int | None  # error signature digest, None if the call succeeded
-    action: int | None  # normalised action digest for state signatures; None: no content
+    action: int | None  # process-local digest of the normalised action; None: no content
     args: Any  # the arguments, parsed from JSON where they were JSON (None: absent)
     span_id: str
 
@@ -55,6 +59,9 @@ class Step:
     new_evidence: int = 0  # result digests never seen before in the run
     exempt: bool = False  # a legitimate wait: repeat/frequency/barren skip this step
     wrote: bool = False  # a successful call of a tool declared "write"
+    # goal, plan node, evidence part, obligations, blocked_on: the state signature's
+    # parts other than the actions (None: the step has no signature)
+    signature_parts: tuple[str, str, str, str, str] | None = None
 
 
 class Signal(ABC):
@@ -81,6 +88,30 @@ class Signal(ABC):
     def reset(self, state: Any) -> Any:
         """Forget the evidence of the announced loop; returns the state to keep."""
         return self.new_state()
+
+
+def holds(window: array[int], value: int) -> bool:
+    """``value in window`` for an array of 64-bit integers, without the Python object
+    each element would become: a byte search for the value's 8 bytes, kept only where a
+    hit lines up with an element (a hit across two elements is not the value)."""
+    data = window.tobytes()
+    needle = value.to_bytes(8, _BYTE_ORDER, signed=True)
+    i = data.find(needle)
+    while i > 0 and i % 8:
+        i = data.find(needle, i + 1)
+    return i >= 0
+
+
+def count_last(window: array[int]) -> int:
+    """``window.count(window[-1])``: how often the last value occurs in the window. The
+    usual answer is 1 (no earlier copy), known when a byte search for the value's 8 bytes
+    first hits at the last element (an earlier element equal to it would be hit before);
+    otherwise the elements are counted."""
+    data = window.tobytes()
+    value = window[-1]
+    if data.find(value.to_bytes(8, _BYTE_ORDER, signed=True)) == len(data) - 8:
+        return 1
+    return window.count(value)
 
 
 def record_visit(table: dict[Any, list[Any]], key: Any, value: Any, keep: int, limit: int = 32) -> list[Any]:

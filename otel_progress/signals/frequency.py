@@ -6,7 +6,7 @@ from array import array
 from typing import Any
 
 from ..model import Finding, Reason
-from .base import Signal, Step
+from .base import Signal, Step, count_last
 
 __all__ = ["FrequencySignal"]
 
@@ -29,12 +29,15 @@ class FrequencySignal(Signal):
         count = 0
         window = self.config.frequency_window
         for facts in step.facts:
-            if facts.key is None:
+            key = facts.key
+            if key is None:
                 continue
-            state.append(facts.key)
+            state.append(key)
             if len(state) > window:
                 del state[0]
-            count = max(count, state.count(facts.key))
+            n = count_last(state)
+            if n > count:
+                count = n
         if count < self.config.frequency_count:
             return None
         return Finding(

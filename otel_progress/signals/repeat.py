@@ -14,8 +14,16 @@ __all__ = ["RepeatCycleSignal", "find_period"]
 def find_period(keys: list[int] | array[int]) -> int | None:
     """The shortest p with ``keys[-2p:-p] == keys[-p:]``, or None."""
     m = len(keys)
-    for p in range(1, m // 2 + 1):
-        if keys[m - 2 * p : m - p] == keys[m - p :]:
+    if m < 2:
+        return None
+    last = keys[m - 1]
+    half = m // 2
+    # A period p needs keys[-1 - p] == keys[-1]: when the last key does not occur in
+    # keys[-1 - half:-1] (the usual case), no period can match.
+    if last not in keys[m - 1 - half : m - 1]:
+        return None
+    for p in range(1, half + 1):
+        if keys[m - 1 - p] == last and keys[m - 2 * p : m - p] == keys[m - p :]:
             return p
     return None
 

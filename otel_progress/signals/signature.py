@@ -38,7 +38,8 @@ class SignatureSignal(Signal):
         burned = visits[-1] - visits[0]
         return Finding(
             Reason.SIGNATURE_REPEAT,
-            {"visits": len(visits), "tokens_burned": burned, "signature": run.hex(signature)},
+            {"visits": len(visits), "tokens_burned": burned,
+             "signature": run.hex(run.exported_signature(step))},
             f"the run came back to the same decision state {len(visits)} times with nothing"
             f" new admitted in between, burning {burned} tokens",
         )

@@ -67,8 +67,9 @@ class WaitSignal(Signal):
         manifest = self.config.manifest
         all_exempt = True
         finding: Finding | None = None
-        for call, facts in zip(step.calls, step.facts, strict=False):
-            spec = manifest.get(facts.tool)
+        calls = step.calls
+        for i, facts in enumerate(step.facts):
+            spec = manifest.get(facts.tool) if manifest else None
             if spec is not None and spec.kind == "write":
                 all_exempt = False
                 continue
@@ -76,9 +77,18 @@ class WaitSignal(Signal):
                 all_exempt = False
                 continue
             if spec is not None:
-                exempt, found = self._manifest_poll(spec, call, facts, state)
+                exempt, found = self._manifest_poll(spec, calls[i], facts, state)
+            elif facts.parsed_result is None:
+                # No parsed value (a long result digested as received, or null): not a
+                # waiting status, as _is_waiting(None) says; _implicit_poll's own branch
+                # for a result that is not waiting, without the call.
+                ep = state.get(facts.call)
+                if ep is not None:
+                    ep.first_wait_ns = None
+                all_exempt = False
+                continue
             else:
-                exempt, found = self._implicit_poll(call, facts, state)
+                exempt, found = self._implicit_poll(calls[i], facts, state)
             all_exempt = all_exempt and exempt
             finding = finding or found
         step.exempt = all_exempt and finding is None
