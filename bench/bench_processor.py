@@ -1,20 +1,36 @@
-"""Per-span cost of the progress processor, measured side by side in one run.
+"""Per-span cost of the progress processor, both analysis modes side by side in one run.
 
-Bare: ``TracerProvider`` + ``BatchSpanProcessor(no-op exporter)``. With:
-``TracerProvider`` + ``ProgressSpanProcessor(BatchSpanProcessor(no-op exporter))``.
-Rounds alternate between the two so that machine noise hits both; each figure is the
-median over rounds of the time per span on the application thread (``perf_counter``)
-and of the process CPU time per span (all threads, including the batch worker and the
-flush at the end of each round). Workloads:
+Bare: ``TracerProvider`` + ``BatchSpanProcessor(no-op exporter)``. Inline and background:
+``TracerProvider`` + ``ProgressSpanProcessor(BatchSpanProcessor(no-op exporter),
+analysis=...)``. Rounds rotate the order of the three so that machine noise hits all of
+them; each figure is the median over rounds, per span, of:
+
+* ``app CPU``: the CPU time of the application thread while it makes the spans
+  (``time.thread_time``): what ``span.end()`` and ``start_span`` cost the application;
+* ``app wall``: the wall time of the same loop (``perf_counter``). In this tight loop
+  the background worker competes for the GIL with the application thread, so the wall
+  time also carries part of the worker's CPU; an agent that waits on model and tool
+  calls leaves the worker those waits;
+* ``total CPU``: the process CPU time (all threads: the application, the analysis
+  worker, the batch exporter's worker), from the first span to the end of a
+  ``force_flush`` that waits for both workers: what the machine pays in all.
+
+Workloads:
 
 * ``tool``: ``execute_tool`` spans inside an open ``invoke_agent`` span, arguments
   ~200 B and results ~2 KB of JSON, every result different (a healthy run: the engine
-  evaluates every call; a new agent run every 50 calls);
+  evaluates every call; a new agent run every 50 calls), in a tight loop: the worst
+  case for background analysis, whose worker then runs alongside the application;
+* ``tool, 1 ms I/O``: the same with 1 ms of waiting (``time.sleep``, the tool call
+  itself) before each span ends, as in an agent: the worker runs in the waits. Its wall
+  time is mostly the waits and is not shown;
 * ``other, in a run``: plain spans (3 attributes) whose parent is an agent span;
 * ``other, no run``: plain spans under a plain root span (an HTTP-style trace).
 
-Then the resident memory with 100,000 agent runs in flight (each agent span open, one
-tool call ended), in a fresh process per variant.
+Then the hook latency (from the call to ``span.end()`` of the tool span that brings a
+detection to the ``on_detection`` call) for an agent that waits ~1 ms on each tool call
+and for a tight loop, and the resident memory with 100,000 agent runs in flight (each
+agent span open, one tool call ended), in a fresh process per setup.
 
 Run: ``python bench/bench_processor.py [--rounds 9] [--spans 3000] [--no-memory]``.
 """
@@ -36,7 +52,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-TARGETS = {"tool": 1.15, "other, in a run": 1.02, "other, no run": 1.02}
+TARGETS = {"tool": 1.15, "tool, 1 ms I/O": 1.15, "other, in a run": 1.02, "other, no run": 1.02}
+SETUPS = ("bare", "inline", "background")
 
 
 class NoopExporter(SpanExporter):
@@ -44,13 +61,17 @@ class NoopExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def make(with_progress: bool) -> tuple[TracerProvider, trace.Tracer]:
+def make(setup: str, on_detection: Callable[[Any], Any] | None = None) -> tuple[TracerProvider, trace.Tracer]:
     from otel_progress import Config, ProgressSpanProcessor
 
     batch = BatchSpanProcessor(NoopExporter(), max_queue_size=1 << 16, schedule_delay_millis=100,
                                max_export_batch_size=2048)
     provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(ProgressSpanProcessor(batch, config=Config()) if with_progress else batch)
+    if setup == "bare":
+        provider.add_span_processor(batch)
+    else:
+        provider.add_span_processor(ProgressSpanProcessor(batch, config=Config(), analysis=setup,
+                                                          on_detection=on_detection))
     return provider, provider.get_tracer("bench")
 
 
@@ -68,7 +89,7 @@ RESULTS = [_result(i) for i in range(512)]
 PLAIN = {"http.method": "GET", "http.route": "/api/items/{id}", "net.peer.port": 443}
 
 
-def tool_spans(tracer: trace.Tracer, n: int, offset: int) -> float:
+def tool_spans(tracer: trace.Tracer, n: int, offset: int, wait: float = 0.0) -> float:
     agent = None
     start = time.perf_counter()
     for i in range(n):
@@ -81,6 +102,8 @@ def tool_spans(tracer: trace.Tracer, n: int, offset: int) -> float:
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_docs"}) as span:
             span.set_attribute("gen_ai.tool.call.arguments", ARGS)
             span.set_attribute("gen_ai.tool.call.result", RESULTS[(offset + i) % len(RESULTS)])
+            if wait:
+                time.sleep(wait)
     if agent is not None:
         agent.end()
     return time.perf_counter() - start
@@ -96,37 +119,74 @@ def other_spans(tracer: trace.Tracer, n: int, in_run: bool) -> float:
         return time.perf_counter() - start
 
 
-def measure(rounds: int, spans: int) -> dict[str, dict[str, float]]:
-    setups = {False: make(False), True: make(True)}
+def measure(rounds: int, spans: int) -> dict[str, dict[str, dict[str, float]]]:
+    """workload -> setup -> {"app": .., "wall": .., "cpu": ..} in microseconds per span."""
+    setups = {name: make(name) for name in SETUPS}
     workloads: dict[str, Callable[[trace.Tracer, int, int], float]] = {
         "tool": lambda t, n, r: tool_spans(t, n, r * n),
+        "tool, 1 ms I/O": lambda t, n, r: tool_spans(t, n, r * n, wait=0.001),
         "other, in a run": lambda t, n, r: other_spans(t, n, True),
         "other, no run": lambda t, n, r: other_spans(t, n, False),
     }
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, dict[str, float]]] = {}
     for name, work in workloads.items():
-        n = spans if name != "tool" else max(200, spans // 4)
-        wall: dict[bool, list[float]] = {False: [], True: []}
-        cpu: dict[bool, list[float]] = {False: [], True: []}
-        for flag in (False, True):  # warm-up
-            work(setups[flag][1], n // 4, 0)
-            setups[flag][0].force_flush()
+        n = spans if not name.startswith("tool") else max(200, spans // 4 if name == "tool" else spans // 8)
+        samples: dict[str, dict[str, list[float]]] = {s: {"app": [], "wall": [], "cpu": []} for s in SETUPS}
+        for setup in SETUPS:  # warm-up
+            work(setups[setup][1], n // 4, 0)
+            setups[setup][0].force_flush()
         for r in range(rounds):
-            for flag in ((False, True) if r % 2 == 0 else (True, False)):
-                provider, tracer = setups[flag]
+            order = SETUPS[r % 3:] + SETUPS[:r % 3]
+            for setup in order:
+                provider, tracer = setups[setup]
                 gc.collect()
-                c0 = time.process_time()
-                wall[flag].append(work(tracer, n, r) / n)
+                c0, t0 = time.process_time(), time.thread_time()
+                wall = work(tracer, n, r)
+                t1 = time.thread_time()
                 provider.force_flush()
-                cpu[flag].append((time.process_time() - c0) / n)
-        bare_w, with_w = statistics.median(wall[False]), statistics.median(wall[True])
-        bare_c, with_c = statistics.median(cpu[False]), statistics.median(cpu[True])
-        out[name] = {"bare_us": bare_w * 1e6, "with_us": with_w * 1e6, "ratio": with_w / bare_w,
-                     "bare_cpu_us": bare_c * 1e6, "with_cpu_us": with_c * 1e6, "cpu_ratio": with_c / bare_c,
-                     "spans": n}
+                c1 = time.process_time()
+                got = samples[setup]
+                got["app"].append((t1 - t0) / n * 1e6)
+                got["wall"].append(wall / n * 1e6)
+                got["cpu"].append((c1 - c0) / n * 1e6)
+        out[name] = {s: {k: statistics.median(v) for k, v in samples[s].items()} for s in SETUPS}
+        out[name]["bare"]["spans"] = n
     for provider, _ in setups.values():
         provider.shutdown()
     return out
+
+
+def hook_latency(setup: str, paced: bool, runs: int = 40) -> list[float]:
+    """Microseconds from the call to ``end()`` of a tool span that brings a detection to
+    the hook's call, over ``runs`` looping runs (barren at turns 4 and 8)."""
+    ended: dict[str, float] = {}
+    latencies: list[float] = []
+
+    def hook(det: Any) -> None:
+        latencies.append(time.perf_counter() - ended[det.span_id])
+
+    provider, tracer = make(setup, on_detection=hook)
+    for _ in range(runs):
+        agent = tracer.start_span("invoke_agent loop", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "loop"})
+        with trace.use_span(agent):
+            for i in range(9):
+                span = tracer.start_span("execute_tool search_docs", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_docs",
+                    "gen_ai.tool.call.arguments": json.dumps({"q": f"refund policy variant {i}"}),
+                    "gen_ai.tool.call.result": '{"results": [], "total": 0}'})
+                if paced:
+                    time.sleep(0.001)  # the tool call itself
+                ended[format(span.get_span_context().span_id, "016x")] = time.perf_counter()
+                span.end()
+                if not paced:  # a busy application: more spans at once
+                    for _ in range(20):
+                        with tracer.start_as_current_span("work", attributes=PLAIN):
+                            pass
+        agent.end()
+        provider.force_flush()
+    provider.shutdown()
+    return [x * 1e6 for x in latencies]
 
 
 def engine_share(calls: int = 400) -> float:
@@ -151,8 +211,8 @@ def _rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_child(with_progress: bool, runs: int) -> dict[str, Any]:
-    provider, tracer = make(with_progress)
+def memory_child(setup: str, runs: int) -> dict[str, Any]:
+    provider, tracer = make(setup)
     gc.collect()
     before = _rss_bytes()
     open_agents = []
@@ -169,7 +229,7 @@ def memory_child(with_progress: bool, runs: int) -> dict[str, Any]:
     gc.collect()
     after = _rss_bytes()
     info: dict[str, Any] = {"runs": runs, "rss_delta_mb": (after - before) / 2**20}
-    if with_progress:
+    if setup != "bare":
         proc = provider._active_span_processor._span_processors[0]
         info.update(open_spans=proc.open_spans, traces=proc.tracked_traces, engine_runs=proc.active_runs)
     for agent in open_agents:
@@ -180,11 +240,16 @@ def memory_child(with_progress: bool, runs: int) -> dict[str, Any]:
 
 def memory(runs: int) -> dict[str, dict[str, Any]]:
     out = {}
-    for flag in ("bare", "with"):
-        proc = subprocess.run([sys.executable, __file__, "--memory-child", flag, "--runs", str(runs)],
-                              capture_output=True, text=True, check=True, timeout=600)
-        out[flag] = json.loads(proc.stdout.strip().splitlines()[-1])
+    for setup in SETUPS:
+        proc = subprocess.run([sys.executable, __file__, "--memory-child", setup, "--runs", str(runs)],
+                              capture_output=True, text=True, check=True, timeout=900)
+        out[setup] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,34 +258,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--memory-child", choices=("bare", "with"))
+    parser.add_argument("--memory-child", choices=SETUPS)
     args = parser.parse_args(argv)
     if args.memory_child:
-        print(json.dumps(memory_child(args.memory_child == "with", args.runs)))
+        print(json.dumps(memory_child(args.memory_child, args.runs)))
         return 0
     import opentelemetry.sdk.version as sdk_version
 
     print(f"otel-progress processor benchmark: opentelemetry-sdk {sdk_version.__version__},"
           f" Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.rounds} rounds (median)")
     results = measure(args.rounds, args.spans)
-    print(f"\n{'workload':<17} {'spans':>6} {'bare us':>8} {'with us':>8} {'ratio':>6} {'target':>6}"
-          f" {'bare cpu':>9} {'with cpu':>9} {'cpu ratio':>9}")
+    print("\nper span, us (ratio to bare); the target applies to the application thread")
+    print(f"{'workload':<16} {'spans':>5} {'measure':<9} {'bare':>7} {'inline':>15} {'background':>15}"
+          f" {'target':>6}")
+    labels = {"app": "app CPU", "wall": "app wall", "cpu": "total CPU"}
     for name, r in results.items():
         target = TARGETS[name]
-        mark = "ok" if r["ratio"] <= target else "OVER"
-        print(f"{name:<17} {r['spans']:>6} {r['bare_us']:>8.2f} {r['with_us']:>8.2f} {r['ratio']:>6.3f}"
-              f" {target:>6.2f} {r['bare_cpu_us']:>9.2f} {r['with_cpu_us']:>9.2f} {r['cpu_ratio']:>9.3f}  {mark}")
+        for i, (key, label) in enumerate((k, v) for k, v in labels.items() if not (k == "wall" and "I/O" in name)):
+            bare = r["bare"][key]
+            cells = []
+            for setup in ("inline", "background"):
+                ratio = r[setup][key] / bare
+                mark = "" if key == "cpu" else (" ok" if ratio <= target else " !!")
+                cells.append(f"{r[setup][key]:>7.2f} {ratio:>4.2f}x{mark:<3}")
+            first = f"{name:<16} {int(r['bare']['spans']):>5}" if i == 0 else " " * 22
+            print(f"{first} {label:<9} {bare:>7.2f} {cells[0]:>15} {cells[1]:>15}"
+                  f" {(f'{target:.2f}' if key != 'cpu' else ''):>6}")
+    print("(!! over the target; total CPU: all threads, including the analysis worker and the"
+          " batch exporter, through the final force_flush)")
     share = engine_share()
     print(f"\nengine alone (ProgressEngine.observe on the same tool call): {share:.1f} us per call")
+    print("\nhook latency, from span.end() of the tool span to on_detection (us):")
+    print(f"  {'application':<36} {'inline p50':>10} {'p95':>8} {'background p50':>15} {'p95':>8}")
+    for paced, label in ((True, "waits ~1 ms per tool call (I/O)"), (False, "tight loop, 20 more spans per call")):
+        inline = hook_latency("inline", paced)
+        background = hook_latency("background", paced)
+        print(f"  {label:<36} {_pct(inline, .5):>10.0f} {_pct(inline, .95):>8.0f}"
+              f" {_pct(background, .5):>15.0f} {_pct(background, .95):>8.0f}")
     if not args.no_memory:
         mem = memory(args.runs)
-        bare, with_ = mem["bare"], mem["with"]
+        bare = mem["bare"]
         print(f"\nresident memory with {args.runs:,} agent runs in flight (open agent span + one tool call):")
         print(f"  bare SDK:        +{bare['rss_delta_mb']:.1f} MiB")
-        print(f"  with processor:  +{with_['rss_delta_mb']:.1f} MiB"
-              f" (processor + engine: +{with_['rss_delta_mb'] - bare['rss_delta_mb']:.1f} MiB;"
-              f" tracked: {with_['open_spans']:,} open spans, {with_['traces']:,} traces,"
-              f" {with_['engine_runs']:,} engine runs - capped by max_spans and max_runs)")
+        for setup in ("inline", "background"):
+            m = mem[setup]
+            print(f"  {setup + ':':<16} +{m['rss_delta_mb']:.1f} MiB"
+                  f" (processor + engine: +{m['rss_delta_mb'] - bare['rss_delta_mb']:.1f} MiB;"
+                  f" tracked: {m['open_spans']:,} open spans, {m['traces']:,} traces,"
+                  f" {m['engine_runs']:,} engine runs - capped by max_spans and max_runs)")
     return 0
 
 

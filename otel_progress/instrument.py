@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from .config import Config, ConfigError
-from .processor import DetectionHook, ProgressSpanProcessor
+from .processor import ENV_ANALYSIS, DetectionHook, ProgressSpanProcessor, analysis_mode
 
 __all__ = ["ENTRY_POINT", "ProgressInstrumentor"]
 
@@ -37,7 +37,8 @@ _log = logging.getLogger(__name__)
 #: declarative file's ``instrumentation/development.python`` section).
 ENTRY_POINT = "progress"
 
-_PROCESSOR_OPTIONS = ("annotate_tool_spans", "annotate_agent_spans", "max_spans")
+_PROCESSOR_OPTIONS = ("annotate_tool_spans", "annotate_agent_spans", "max_spans", "analysis", "max_queue_size")
+_SECTION = "instrumentation/development.python.progress"
 _ENV_HOOK = "OTEL_PROGRESS_ON_DETECTION"
 
 
@@ -76,7 +77,7 @@ def build_config(options: Mapping[str, Any], environ: Mapping[str, str] | None =
     if config_file:
         config = Config.from_file(str(config_file), config)
     if options:
-        config = Config.from_mapping(options, "instrumentation/development.python.progress", config)
+        config = Config.from_mapping(options, _SECTION, config)
     return Config.from_env(environ, base=config)
 
 
@@ -85,8 +86,10 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     ``instrument()`` options (all optional): ``tracer_provider``, ``meter_provider``,
     ``on_detection`` (a callable or ``"module:function"``), ``annotate_tool_spans``,
-    ``annotate_agent_spans``, ``max_spans``, ``config_file``, and any engine setting
-    (``window``, ``barren_threshold``, ``manifest_file``, ``manifest``, ``digest_key``, ...).
+    ``annotate_agent_spans``, ``max_spans``, ``analysis`` (``inline`` or ``background``;
+    ``OTEL_PROGRESS_ANALYSIS`` overrides it), ``max_queue_size``, ``config_file``, and any
+    engine setting (``window``, ``barren_threshold``, ``manifest_file``, ``manifest``,
+    ``digest_key``, ...).
     """
 
     def __init__(self) -> None:
@@ -137,8 +140,18 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for key in ("annotate_tool_spans", "annotate_agent_spans"):
             if key in processor_options:
                 kwargs[key] = _truthy(processor_options[key])
-        if "max_spans" in processor_options:
-            kwargs["max_spans"] = int(processor_options["max_spans"])
+        for key in ("max_spans", "max_queue_size"):
+            if key in processor_options:
+                try:
+                    kwargs[key] = int(processor_options[key])
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"{_SECTION}: {key}: expected a whole number,"
+                                      f" got {processor_options[key]!r}") from exc
+        option = processor_options.get("analysis")
+        if os.environ.get(ENV_ANALYSIS, "").strip() or option is None:
+            kwargs["analysis"] = analysis_mode()  # the variable, else inline
+        else:
+            kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
 
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         if not hasattr(provider, "add_span_processor"):
@@ -175,6 +188,8 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrapped = self._state.pop("wrapped", False)
         if processor is None or provider is None:
             return
+        if processor.analysis == "background":
+            processor.force_flush(5000)  # hand the queued spans over before the later ones
         active = getattr(provider, "_active_span_processor", None)
         lock = getattr(active, "_lock", None)
         if active is None or lock is None:

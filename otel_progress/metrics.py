@@ -18,6 +18,8 @@ name                           unit          attributes
 ``progress.hook.errors``       {error}       error.type
 ``progress.runs.active``       {run}         (observable gauge)
 ``progress.runs.evicted``      {run}         (none)
+``progress.analysis.queued``   {item}        (observable gauge; background analysis only)
+``progress.analysis.full``     {span}        progress.queue.action (``waited``, ``overflow``)
 =============================  ============  ==============================================
 """
 
@@ -45,6 +47,8 @@ METRIC_NAMES = (
     "progress.hook.errors",
     "progress.runs.active",
     "progress.runs.evicted",
+    "progress.analysis.queued",
+    "progress.analysis.full",
 )
 
 _OTHER = "_other"
@@ -78,6 +82,7 @@ class ProgressMetrics:
         self,
         meter_provider: metrics.MeterProvider | None = None,
         active_runs: Callable[[], int] | None = None,
+        queued: Callable[[], int] | None = None,
     ) -> None:
         from . import __version__
 
@@ -85,6 +90,7 @@ class ProgressMetrics:
         self._agents = _NameCap(MAX_NAMES)
         self._tools = _NameCap(MAX_NAMES)
         self._active_runs = active_runs
+        self._queued = queued
         self.detections = meter.create_counter(
             "progress.detections", unit="{detection}",
             description="Detections of agent runs that stopped making progress.",
@@ -113,6 +119,16 @@ class ProgressMetrics:
             "progress.runs.active", callbacks=[self._observe_active], unit="{run}",
             description="Agent runs currently tracked by the processor.",
         )
+        self.full: metrics.Counter | None = None
+        if queued is not None:  # background analysis
+            meter.create_observable_gauge(
+                "progress.analysis.queued", callbacks=[self._observe_queued], unit="{item}",
+                description="Span starts and ends waiting for the background analysis worker.",
+            )
+            self.full = meter.create_counter(
+                "progress.analysis.full", unit="{span}",
+                description="Spans that ended while the background analysis queue was full.",
+            )
 
     def _observe_active(self, _options: Any) -> Iterable[metrics.Observation]:
         if self._active_runs is None:
@@ -120,6 +136,14 @@ class ProgressMetrics:
         try:
             return [metrics.Observation(int(self._active_runs()))]
         except Exception:  # a callback must not fail the collection
+            return []
+
+    def _observe_queued(self, _options: Any) -> Iterable[metrics.Observation]:
+        if self._queued is None:
+            return []
+        try:
+            return [metrics.Observation(int(self._queued()))]
+        except Exception:
             return []
 
     def detection(self, det: Detection) -> None:
@@ -152,3 +176,10 @@ class ProgressMetrics:
         if count > 0:
             with contextlib.suppress(Exception):
                 self.evicted.add(count)
+
+    def queue_full(self, action: str) -> None:
+        """A span ended with the analysis queue full: the thread ``waited`` for room, or
+        the item went past the bound (``overflow``) because the worker made no progress."""
+        if self.full is not None:
+            with contextlib.suppress(Exception):
+                self.full.add(1, {"progress.queue.action": action})

@@ -19,6 +19,17 @@ what it detects into the exported data:
   works with any processor order, including ``provider.add_span_processor(processor)``
   with no wrapped processor.
 
+Where the analysis runs, chosen at construction (``analysis=``, ``OTEL_PROGRESS_ANALYSIS``):
+
+* ``inline`` (default): on the thread that ends the span, inside ``span.end()``. The hook
+  has run and the agent span carries the event when ``end()`` returns, so a harness can
+  inject the nudge before its next model call.
+* ``background``: the ending thread only queues the span (a reference: an ended span no
+  longer changes; at start, a snapshot of the attributes and name). One daemon worker
+  thread replays exactly what the inline mode does, in the order the spans started and
+  ended, then hands each span, annotated or not, to the wrapped processors in that same
+  order, and calls the hook. Same detections, same exported spans, later.
+
 Per-run state is keyed by the agent span (or the trace), freed when the agent span (or
 the local root span) ends, dropped after ``run_ttl_seconds`` idle, and capped at
 ``max_runs`` (least recently used first). Open spans are tracked only while open, in a
@@ -28,14 +39,16 @@ per five minutes per kind: the processor never raises into the application.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -45,13 +58,14 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
-from .config import Config
+from .config import Config, ConfigError
 from .engine import ProgressEngine, RunSummary
 from .metrics import ProgressMetrics
 from .model import Detection
 from .spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call
 
-__all__ = ["DetectionHook", "ProgressSpanProcessor", "on_ending_is_mutable"]
+__all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode",
+           "on_ending_is_mutable"]
 
 _log = logging.getLogger(__name__)
 
@@ -69,6 +83,25 @@ _Ctx = tuple[Any, "str | None", bool]
 _NO_CTX: _Ctx = (None, None, False)
 _LOG_EVERY_SECONDS = 300.0
 _EVICT_EVERY_SECONDS = 1.0
+
+#: The values of ``analysis=`` / ``OTEL_PROGRESS_ANALYSIS``.
+ANALYSIS_MODES = ("inline", "background")
+ENV_ANALYSIS = "OTEL_PROGRESS_ANALYSIS"
+# Background analysis: the queue's items are (_START, span, attributes at start, name at
+# start), (_END, ended span) and (_MARK, threading.Event) for force_flush and shutdown.
+_START, _END, _MARK = 0, 1, 2
+_PLAIN: Mapping[str, Any] = MappingProxyType({})  # the start snapshot of a plain span
+# The worker looks at the queue every _POLL_SECONDS while spans keep coming (it processed
+# some in the last _ACTIVE_SECONDS), every _IDLE_WAIT_SECONDS otherwise. The ending
+# threads do not wake it (a cross-thread wake-up costs them more than the whole hand-off),
+# except when the queue is filling up; force_flush and shutdown do.
+_POLL_SECONDS = 0.005
+_ACTIVE_SECONDS = 1.0
+_IDLE_WAIT_SECONDS = 0.1
+_FULL_WAIT_SECONDS = 1.0  # how long a thread waits for room in a full queue before it overflows the bound
+_MAX_LATE = 4096  # agent spans awaiting a late annotation (see _deliver)
+_EXIT_DRAIN_SECONDS = 10.0  # at interpreter exit, how long the queue may take to drain
+_BATCH = 64  # items the worker processes per hold of its lock
 
 _PROBE: tuple[bool, bool] | None = None
 _PROBE_LOCK = threading.Lock()
@@ -142,6 +175,19 @@ def _run_probe() -> tuple[bool, bool]:
     return bool(seen.get("attr") and seen.get("event")), bool(seen.get("layout"))
 
 
+def analysis_mode(value: Any = None, source: str = "analysis") -> str:
+    """``"inline"`` or ``"background"``: ``value``, else ``OTEL_PROGRESS_ANALYSIS``, else
+    ``"inline"``. Raises :class:`ConfigError` naming ``source`` (or the variable)."""
+    if value is None:
+        value, source = os.environ.get(ENV_ANALYSIS, ""), ENV_ANALYSIS
+        if not value.strip():
+            return "inline"
+    mode = str(value).strip().lower()
+    if mode not in ANALYSIS_MODES:
+        raise ConfigError(f"{source}: expected {' or '.join(ANALYSIS_MODES)}, got {value!r}")
+    return mode
+
+
 def _kind(attrs: Mapping[str, Any]) -> int:
     if _CLASSIFY_KEYS.isdisjoint(attrs):
         return _OTHER
@@ -166,11 +212,18 @@ def _record(span: ReadableSpan, attrs: Mapping[str, Any]) -> SpanRecord:
     )
 
 
-def _annotated_copy(span: ReadableSpan, detections: Sequence[Detection]) -> ReadableSpan:
-    """A copy of an ended span with the detections' events and span attributes added;
-    the original's dropped counts are kept."""
+def _annotated_copy(span: ReadableSpan, detections: Sequence[Detection],
+                    late: Sequence[tuple[Detection, int | None]] = ()) -> ReadableSpan:
+    """A copy of an ended span with the detections' events (at the span's end) and span
+    attributes added; the original's dropped counts are kept. ``late``: detections that
+    were meant for the span while it was open (with their times), added first unless the
+    span already has their event."""
     attributes = BoundedAttributes(None, span.attributes, immutable=False)
     events = BoundedList.from_seq(None, span.events)
+    for det, when in late:
+        attributes.update(det.span_attributes())
+        if not any(_is_event_of(e, det) for e in span.events):
+            events.append(Event(det.event, det.event_attributes(), timestamp=when))
     when = span.end_time
     for det in detections:
         attributes.update(det.span_attributes())
@@ -197,12 +250,20 @@ def _annotated_copy(span: ReadableSpan, detections: Sequence[Detection]) -> Read
     )
 
 
-def _annotate_live(span: Span, detections: Iterable[Detection]) -> bool:
+def _is_event_of(event: Event, det: Detection) -> bool:
+    attrs = event.attributes or {}
+    return (event.name == det.event and attrs.get("progress.turn") == det.turn
+            and attrs.get("progress.reason") == det.reason.value
+            and attrs.get("progress.level") == int(det.level)
+            and attrs.get("progress.scope") == det.scope.value and attrs.get("progress.tool") == det.tool)
+
+
+def _annotate_live(span: Span, detections: Iterable[Detection], timestamp: int | None = None) -> bool:
     """Add the detections to a span that is still recording; False if it was not."""
     if not span.is_recording():
         return False
     for det in detections:
-        span.add_event(det.event, det.event_attributes())
+        span.add_event(det.event, det.event_attributes(), timestamp)
         span.set_attributes(det.span_attributes())
     return True
 
@@ -229,6 +290,77 @@ class _Trace:
         self.last_seen = now
 
 
+class _Queue:
+    """The background mode's hand-off between the ending threads and the worker.
+
+    It holds no reference to the processor, so that a processor the application dropped
+    can be collected (its worker then exits)."""
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = max_size
+        self.wake_at = max(1, max_size // 4)  # an ending thread wakes the worker from this length on
+        self.resume_at = max(1, max_size * 3 // 4)  # a thread waiting for room goes on below it
+        self.items: deque[tuple[Any, ...]] = deque()
+        # One token per queued span end not yet handed to the wrapped processors (a deque:
+        # appends and pops are atomic); a span may bypass the queue only when it is empty.
+        self.ends: deque[None] = deque()
+        self.busy = threading.Lock()  # held while one item is processed
+        # The worker sleeps on acquiring ``bell`` (held otherwise); releasing it wakes the
+        # worker: one C call, cheaper than an Event on the ending thread.
+        self.bell = threading.Lock()
+        self.bell.acquire()
+        self.room = threading.Condition(threading.Lock())  # notified when a full queue has room
+        self.waiting = 0  # threads waiting for room
+        self.sleeping = False  # the worker is (about to be) waiting on ``bell``
+        self.last_work = 0.0  # when the worker last processed items (monotonic)
+        self.stalled = False  # a wait for room timed out; cleared when the worker progresses
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+        self.ident: int | None = None  # the worker's thread id
+        self.start_lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def ring(self) -> None:
+        """Wake the worker (or make its next sleep return at once)."""
+        try:  # noqa: SIM105 (no context manager object on the ending thread)
+            self.bell.release()
+        except RuntimeError:  # released already, by another thread
+            pass
+
+    def sleep(self) -> None:
+        """The worker waits for ``ring`` or for its polling interval, unless there is work."""
+        self.sleeping = True
+        if not self.items:  # (checked after ``sleeping`` is set: see ``_put``)
+            active = time.monotonic() - self.last_work < _ACTIVE_SECONDS
+            self.bell.acquire(timeout=_POLL_SECONDS if active else _IDLE_WAIT_SECONDS)
+        self.sleeping = False
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing being processed."""
+        return not self.items and not self.busy.locked()
+
+
+def _analysis_worker(ref: weakref.ReferenceType[ProgressSpanProcessor], q: _Queue) -> None:
+    """The worker thread's loop. It holds the processor only while it processes items,
+    not while it sleeps: a processor the application dropped is collected, and the
+    worker ends."""
+    while True:
+        processor = ref()
+        if processor is None:
+            return
+        try:
+            go_on = processor._work()
+        except Exception as exc:  # a bug in the loop itself: count it, keep the worker alive
+            processor._fail("analysis worker", exc)
+            go_on = True
+        del processor
+        if not go_on:
+            return
+        q.sleep()
+
+
 class ProgressSpanProcessor(SpanProcessor):
     """Detects agent runs that stopped making progress, from their tool-call spans.
 
@@ -241,15 +373,22 @@ class ProgressSpanProcessor(SpanProcessor):
         config: engine settings; default :meth:`Config.from_env` (``OTEL_PROGRESS_*``).
         engine: an engine to use instead of building one from ``config``.
         on_detection: called with every :class:`Detection` (its ``nudge`` and ``handoff``
-            texts included) on the thread that ended the span, after the annotation.
-            Exceptions are caught and counted in ``progress.hook.errors``.
+            texts included) after the annotation: on the thread that ended the span
+            (``inline``), or on the worker thread (``background``). Exceptions are caught
+            and counted in ``progress.hook.errors``.
         meter_provider: for the metrics; default the global provider.
         annotate_tool_spans: put the event and attributes on the tool span.
         annotate_agent_spans: put the event on the run's open agent span (or the trace's
             local root span for calls outside any agent).
         max_spans: open spans tracked at once (the oldest are dropped first).
         use_on_ending: force (True) or forbid (False) annotating in ``_on_ending``;
-            default: probe the SDK once.
+            default: probe the SDK once. Inline analysis only.
+        analysis: ``"inline"`` (analyse in ``span.end()``) or ``"background"`` (queue
+            the span; a worker thread analyses, annotates and forwards it, in order);
+            default: ``OTEL_PROGRESS_ANALYSIS``, else ``"inline"``.
+        max_queue_size: background analysis: queued span starts and ends at most. A
+            thread ending a span while the queue is full waits for room (at most a
+            second, then queues past the bound); nothing is dropped.
     """
 
     def __init__(
@@ -264,7 +403,10 @@ class ProgressSpanProcessor(SpanProcessor):
         annotate_agent_spans: bool = True,
         max_spans: int = 100_000,
         use_on_ending: bool | None = None,
+        analysis: str | None = None,
+        max_queue_size: int = 2048,
     ) -> None:
+        mode = analysis_mode(analysis)
         if span_processor is None:
             inners: tuple[SpanProcessor, ...] = ()
         elif isinstance(span_processor, SpanProcessor):
@@ -284,13 +426,32 @@ class ProgressSpanProcessor(SpanProcessor):
         if not layout:
             _log.warning("otel-progress: this OpenTelemetry SDK's spans do not look as expected;"
                          " the progress processor only forwards spans")
-        self._ending = layout and (mutable if use_on_ending is None else bool(use_on_ending))
-        self._metrics = ProgressMetrics(meter_provider, active_runs=lambda: self._engine.active_runs)
+        if mode == "background" and use_on_ending:
+            raise ValueError("use_on_ending=True needs inline analysis: the worker analyses a"
+                             " span after the SDK froze it")
+        # Background analysis annotates copies (the worker gets the span after _on_ending).
+        self._background = layout and mode == "background"
+        self._ending = layout and not self._background and (
+            mutable if use_on_ending is None else bool(use_on_ending))
+        self._q = _Queue(max(1, int(max_queue_size)))  # (unused by inline analysis)
+        # Nothing long-lived (the meter provider's callbacks, the fork hook, the worker)
+        # holds the processor: once the application drops it, its worker thread ends.
+        ref = weakref.ref(self)
+
+        def active_runs() -> int:
+            processor = ref()
+            return processor._engine.active_runs if processor is not None else 0
+
+        def queued() -> int:
+            processor = ref()
+            return len(processor._q) if processor is not None else 0
+
+        self._metrics = ProgressMetrics(meter_provider, active_runs=active_runs,
+                                        queued=queued if self._background else None)
         self.processor_errors = 0
         self.hook_errors = 0
         self._init_state()
         self._bind()
-        ref = weakref.ref(self)
 
         def _after_fork() -> None:
             processor = ref()
@@ -299,6 +460,19 @@ class ProgressSpanProcessor(SpanProcessor):
 
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork)
+
+        self._at_exit: Callable[[], None] | None = None
+        if self._background:
+            # Registered after the SDK's providers, so it runs before their shutdown (atexit
+            # runs last-in first-out): the queued spans are analysed while the meter provider
+            # and the exporters still take the detections and the spans.
+            def _drain_at_exit() -> None:
+                processor = ref()
+                if processor is not None and processor._background:
+                    processor._drain(time.monotonic() + _EXIT_DRAIN_SECONDS)
+
+            self._at_exit = _drain_at_exit
+            atexit.register(_drain_at_exit)
 
     # -- state ------------------------------------------------------------------------
 
@@ -313,18 +487,30 @@ class ProgressSpanProcessor(SpanProcessor):
         self._next_evict = 0.0
         self._evicted_reported = self._engine.stats.runs_evicted
         self._logged: dict[tuple[str, str], float] = {}
+        # Background analysis. On the ending threads: the ids of the spans whose start
+        # was queued and whose end was not seen yet (the spans the worker will have in
+        # self._spans). On the worker: detections for agent (or root) spans that had
+        # ended before the worker got to them, keyed by span id: added to the copy.
+        self._watched: dict[int, bool] = {}
+        self._late: dict[int, list[tuple[Detection, int | None]]] = {}
 
     def _after_fork_in_child(self) -> None:
-        # Other threads' locks may have been held at fork time: start afresh.
+        # Other threads' locks may have been held at fork time: start afresh. The
+        # parent's queued spans are the parent's to export; the child's worker starts
+        # with the child's first span.
         if not self._engine_given:
             self._engine = ProgressEngine(self._config)
         self._init_state()
+        self._q = _Queue(self._q.max_size)
 
     def _bind(self) -> None:
         """Choose the forwarding paths once, so a span pays no extra indirection."""
         inners = self._inners
         self._inner_start = inners[0].on_start if len(inners) == 1 else None
         self._inner_end = inners[0].on_end if len(inners) == 1 else None
+        if self._background:
+            self.on_start = self._queue_start  # type: ignore[method-assign]
+            self.on_end = self._queue_end  # type: ignore[method-assign]
         if self._ending:
             return
         # Nothing to do in _on_ending: hand the call straight to the wrapped processor.
@@ -348,6 +534,11 @@ class ProgressSpanProcessor(SpanProcessor):
         return self._engine
 
     @property
+    def analysis(self) -> str:
+        """``"inline"`` or ``"background"`` (inline again once shut down)."""
+        return "background" if self._background else "inline"
+
+    @property
     def annotates_in_on_ending(self) -> bool:
         """True when tool spans are annotated in place in ``_on_ending``."""
         return self._ending
@@ -363,8 +554,15 @@ class ProgressSpanProcessor(SpanProcessor):
         return self._engine.active_runs
 
     @property
+    def queued(self) -> int:
+        """Background analysis: span starts and ends waiting for the worker."""
+        return len(self._q)
+
+    @property
     def open_spans(self) -> int:
-        """Open spans the processor tracks (those inside a run or a tool call)."""
+        """Open spans the processor tracks (those inside a run or a tool call). With
+        background analysis, this and the other figures are the worker's: call
+        ``force_flush()`` first for figures that include every ended span."""
         return len(self._spans) + len(self._roots)
 
     @property
@@ -375,6 +573,7 @@ class ProgressSpanProcessor(SpanProcessor):
     # -- SpanProcessor ----------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        # (the forwarding is _forward_start's, written out: this runs for every span)
         inner = self._inner_start
         if inner is not None:
             try:
@@ -390,29 +589,7 @@ class ProgressSpanProcessor(SpanProcessor):
         if not self._active:
             return
         try:
-            attrs = span._attributes._dict  # type: ignore[attr-defined]
-            parent = span._parent
-            plain = _CLASSIFY_KEYS.isdisjoint(attrs)
-            if parent is None or parent[2]:
-                self._roots[span._context[0]] = span
-                if plain:
-                    return
-                cp = _NO_CTX
-            else:
-                entry = self._spans.get(parent[1])
-                if entry is None:
-                    if plain:
-                        return  # outside any run: nothing to remember
-                    cp = _NO_CTX
-                else:
-                    cp = entry[0]
-                if plain:
-                    spans = self._spans
-                    spans[span._context[1]] = ((cp[0], span._name, cp[2]), cp, _OTHER)
-                    if len(spans) > self._max_spans:
-                        self._trim_spans()
-                    return
-            self._start(span, attrs, cp)
+            self._observe_start(span, span._attributes._dict, span._name)  # type: ignore[attr-defined]
         except Exception as exc:
             self._fail("on_start", exc)
 
@@ -426,7 +603,7 @@ class ProgressSpanProcessor(SpanProcessor):
         try:
             mine = self._end(span)
             if mine and self._annotate_tools:
-                _annotate_live(span, mine)
+                _annotate_live(span, mine, span.end_time)
                 if (span.attributes or {}).get("progress.detected") is not True:
                     # The SDK did not keep the change after all: fall back to the copy.
                     self._copy_pending[span._context[1]] = mine
@@ -437,22 +614,15 @@ class ProgressSpanProcessor(SpanProcessor):
         out = span
         if self._active:
             try:
-                if self._ending:
-                    if self._copy_pending:
-                        mine = self._copy_pending.pop(span._context[1], None)
-                        if mine:
-                            out = _annotated_copy(span, mine)
-                elif (
-                    span._context[1] in self._spans
-                    or not _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
-                    or (parent := span._parent) is None
-                    or parent[2]
-                ):  # (anything else is a plain span outside any run: nothing to do)
-                    mine = self._end(span)
-                    if mine and self._annotate_tools and self._inners:
+                if not self._ending:
+                    out = self._analysed(span)
+                elif self._copy_pending:
+                    mine = self._copy_pending.pop(span._context[1], None)
+                    if mine:
                         out = _annotated_copy(span, mine)
             except Exception as exc:
                 self._fail("on_end", exc)
+        # (the forwarding is _forward_end's, written out: this runs for every span)
         inner = self._inner_end
         if inner is not None:
             try:
@@ -466,7 +636,12 @@ class ProgressSpanProcessor(SpanProcessor):
                 except Exception as exc:
                     self._fail("wrapped on_end", exc)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_millis: int = 30000) -> None:
+        """Shut the wrapped processors down; with background analysis, first let the
+        worker finish what is queued (within ``timeout_millis``; past it, the remaining
+        spans are handed over unanalysed) and analyse later spans inline."""
+        if self._background:
+            self._stop_background(time.monotonic() + timeout_millis / 1000.0)
         for inner in self._inners:
             try:
                 inner.shutdown()
@@ -474,8 +649,11 @@ class ProgressSpanProcessor(SpanProcessor):
                 self._fail("wrapped shutdown", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        ok = True
+        """With background analysis, wait for the worker to process every span that
+        ended before the call; then flush the wrapped processors, within the same
+        ``timeout_millis`` overall. False if any part did not finish in time."""
         deadline = time.monotonic() + timeout_millis / 1000.0
+        ok = self._drain(deadline) if self._background else True
         for inner in self._inners:
             left = max(0, int((deadline - time.monotonic()) * 1000))
             try:
@@ -485,9 +663,267 @@ class ProgressSpanProcessor(SpanProcessor):
                 ok = False
         return ok
 
+    def _forward_start(self, span: Span, parent_context: Context | None) -> None:
+        inner = self._inner_start
+        if inner is not None:
+            try:
+                inner(span, parent_context=parent_context)
+            except Exception as exc:
+                self._fail("wrapped on_start", exc)
+        elif self._inners:
+            for proc in self._inners:
+                try:
+                    proc.on_start(span, parent_context=parent_context)
+                except Exception as exc:
+                    self._fail("wrapped on_start", exc)
+
+    def _forward_end(self, span: ReadableSpan) -> None:
+        inner = self._inner_end
+        if inner is not None:
+            try:
+                inner(span)
+            except Exception as exc:
+                self._fail("wrapped on_end", exc)
+        elif self._inners:
+            for proc in self._inners:
+                try:
+                    proc.on_end(span)
+                except Exception as exc:
+                    self._fail("wrapped on_end", exc)
+
+    # -- background analysis: the threads that start and end spans ---------------------
+
+    def _queue_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """``on_start`` with background analysis: forward, then queue what the worker
+        needs of a span the inline mode would register (a snapshot: the attributes may
+        still change). Plain spans outside any run are not queued."""
+        self._forward_start(span, parent_context)
+        try:
+            attrs = span._attributes._dict  # type: ignore[attr-defined]
+            parent = span._parent
+            if _CLASSIFY_KEYS.isdisjoint(attrs):
+                if parent is None or parent[2]:  # a local root: the worker keeps it for its trace
+                    self._put((_START, span, _PLAIN, span._name))
+                    return
+                if parent[1] not in self._watched:
+                    return  # outside any run: nothing to remember
+                snapshot = _PLAIN
+            else:
+                snapshot = dict(attrs)
+            watched = self._watched
+            watched[span._context[1]] = True
+            if len(watched) > self._max_spans:
+                _trim(watched, self._max_spans)
+            self._put((_START, span, snapshot, span._name))
+        except Exception as exc:
+            self._fail("on_start", exc)
+
+    def _queue_end(self, span: ReadableSpan) -> None:
+        """``on_end`` with background analysis: queue the ended span (it no longer
+        changes) behind everything queued before it. A plain span outside any run goes
+        straight to the wrapped processors when no span end is waiting for the worker
+        (queued starts do not matter: they hand nothing over)."""
+        try:
+            parent = span._parent
+            root = parent is None or parent[2]
+            plain = _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
+            if self._watched.pop(span._context[1], False) or root or not plain or self._q.ends:
+                self._q.ends.append(None)
+                self._put((_END, span))
+                return
+        except Exception as exc:
+            self._fail("on_end", exc)
+        self._forward_end(span)
+
+    def _put(self, item: tuple[Any, ...]) -> None:
+        """Queue an item for the worker (which polls the queue), starting it on first
+        use, waking it if the queue is filling up. Raises nothing once the item is queued."""
+        q = self._q
+        if len(q.items) >= q.max_size:
+            self._wait_for_room(q)
+        q.items.append(item)
+        if q.thread is None:
+            self._start_worker(q)
+        elif q.sleeping and len(q.items) >= q.wake_at:
+            q.ring()
+
+    def _wait_for_room(self, q: _Queue) -> None:
+        """The queue is full: wait until the worker made room (a quarter of the queue, so
+        that the two threads do not take turns item by item), at most a second; then
+        (or at once if the worker made no progress since the last such timeout, or if
+        this is the worker itself, ending a span in a hook) the item goes in past the
+        bound. Spans are never dropped, and a thread never waits for long."""
+        if q.stalled or q.thread is None or threading.get_ident() == q.ident:
+            self._metrics.queue_full("overflow")
+            return
+        with q.room:
+            q.waiting += 1
+            try:
+                q.ring()
+                ok = q.room.wait_for(lambda: len(q.items) < q.resume_at, _FULL_WAIT_SECONDS)
+            finally:
+                q.waiting -= 1
+        if not ok:
+            q.stalled = True
+        self._metrics.queue_full("waited" if ok else "overflow")
+
+    def _start_worker(self, q: _Queue) -> None:
+        with q.start_lock:
+            if q.thread is not None:
+                return
+            thread = threading.Thread(target=_analysis_worker, args=(weakref.ref(self), q),
+                                      name="OtelProgressAnalysis", daemon=True)
+            try:
+                thread.start()
+            except Exception as exc:  # no new threads (interpreter shutdown): do it here
+                self._fail("start analysis worker", exc)
+                with q.busy:
+                    while q.items:
+                        self._process(q.items.popleft())
+                return
+            q.ident = thread.ident
+            q.thread = thread
+
+    def _drain(self, deadline: float) -> bool:
+        """Wait until the worker processed everything queued so far; False if the
+        deadline passed first, or if this is the worker itself (a hook flushing)."""
+        q = self._q
+        if q.idle():
+            return True
+        if threading.get_ident() == q.ident:
+            return False
+        mark = threading.Event()
+        q.items.append((_MARK, mark))  # past the bound if need be: it costs nothing
+        if q.thread is None:
+            self._start_worker(q)
+        q.ring()
+        return mark.wait(max(0.0, deadline - time.monotonic()))
+
+    def _stop_background(self, deadline: float) -> None:
+        q = self._q
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+        drained = self._drain(deadline)
+        # From here on, spans are analysed inline, on the threads that end them.
+        self._background = False
+        self.__dict__.pop("on_start", None)
+        self.__dict__.pop("on_end", None)
+        q.stopping = True
+        q.ring()
+        thread = q.thread
+        if thread is not None and thread.ident != threading.get_ident():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if thread is None or not thread.is_alive():
+            with q.busy:  # items queued while the switch happened
+                while q.items:
+                    self._process(q.items.popleft())
+            return
+        # The worker is stuck in one span (a hook or a wrapped processor that does not
+        # return): hand the rest over unanalysed rather than lose them.
+        forwarded = 0
+        while q.items:
+            item = q.items.popleft()
+            if item[0] == _END:
+                self._forward_end(item[1])
+                if q.ends:
+                    q.ends.pop()
+                forwarded += 1
+            elif item[0] == _MARK:
+                item[1].set()
+        _log.warning("otel-progress: shutdown: the analysis worker did not finish in time%s;"
+                     " %d span(s) were passed on without analysis",
+                     "" if drained else " (a hook or wrapped processor may be blocked)", forwarded)
+
+    # -- background analysis: the worker ------------------------------------------------
+
+    def _work(self) -> bool:
+        """Process everything queued, in order; False once the processor is shut down."""
+        q = self._q
+        q.ident = threading.get_ident()
+        items = q.items
+        process = self._process
+        if items:
+            q.last_work = time.monotonic()
+        while items:
+            with q.busy:  # (taken per batch of items: a lock per item costs more than the item)
+                for _ in range(_BATCH):
+                    try:
+                        item = items.popleft()
+                    except IndexError:
+                        break
+                    process(item)
+            q.stalled = False
+            if q.waiting and len(items) < q.resume_at:
+                with q.room:
+                    q.room.notify_all()
+        return not q.stopping
+
+    def _process(self, item: tuple[Any, ...]) -> None:
+        """What the inline mode does in ``on_start`` or ``on_end``, for one queued item."""
+        kind = item[0]
+        if kind == _END:
+            out = span = item[1]
+            try:
+                out = self._analysed(span)
+            except Exception as exc:
+                self._fail("on_end", exc)
+            self._forward_end(out)
+            ends = self._q.ends
+            if ends:  # (a token is queued before each end: always)
+                ends.pop()
+        elif kind == _START:
+            try:
+                self._observe_start(item[1], item[2], item[3])
+            except Exception as exc:
+                self._fail("on_start", exc)
+        else:
+            item[1].set()
+
     # -- the work -----------------------------------------------------------------------
 
-    def _start(self, span: Span, attrs: Mapping[str, Any], cp: _Ctx) -> None:
+    def _observe_start(self, span: Span, attrs: Mapping[str, Any], name: str) -> None:
+        """A span starts, with these attributes and name: register it if it is a tool,
+        agent or model call, or inside a run; remember a local root."""
+        parent = span._parent
+        plain = _CLASSIFY_KEYS.isdisjoint(attrs)
+        if parent is None or parent[2]:
+            self._roots[span._context[0]] = span
+            if plain:
+                return
+            cp = _NO_CTX
+        else:
+            entry = self._spans.get(parent[1])
+            if entry is None:
+                if plain:
+                    return  # outside any run: nothing to remember
+                cp = _NO_CTX
+            else:
+                cp = entry[0]
+            if plain:
+                spans = self._spans
+                spans[span._context[1]] = ((cp[0], name, cp[2]), cp, _OTHER)
+                if len(spans) > self._max_spans:
+                    self._trim_spans()
+                return
+        self._start(span, attrs, cp, name)
+
+    def _analysed(self, span: ReadableSpan) -> ReadableSpan:
+        """Feed an ended span to the engine (copy route); return what the wrapped
+        processors get: the span, or an annotated copy."""
+        if not (
+            span._context[1] in self._spans
+            or not _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
+            or (parent := span._parent) is None
+            or parent[2]
+        ):
+            return span  # a plain span outside any run: nothing to do
+        mine = self._end(span)
+        late = self._late.pop(span._context[1], None) if self._late else None
+        if not self._inners or not ((mine and self._annotate_tools) or late):
+            return span
+        return _annotated_copy(span, (mine or ()) if self._annotate_tools else (), late or ())
+
+    def _start(self, span: Span, attrs: Mapping[str, Any], cp: _Ctx, name: str) -> None:
         """A tool, agent or model span starts (or a plain span inside a tool call)."""
         kind = _kind(attrs)
         ctx = span._context
@@ -498,20 +934,20 @@ class ProgressSpanProcessor(SpanProcessor):
                     self._run_for(ctx[0], cp).open_tools += 1
         elif kind == _AGENT:
             run = _Run(format(ctx[1], "016x"),
-                       agent_name(SpanRecord("", "", name=span._name, attributes=attrs)), span)
+                       agent_name(SpanRecord("", "", name=name, attributes=attrs)), span)
             with self._lock:
                 trace = self._trace(ctx[0])
                 trace.runs[run.hex] = run
                 trace.open_agents += 1
             cs = (run, None, False)
         elif kind == _MODEL:  # the previous tool batch of its run is complete
-            cs = (cp[0], span._name, cp[2])
+            cs = (cp[0], name, cp[2])
             run_hex = cp[0].hex if cp[0] is not None else ""
             dets = self._engine.flush(format(ctx[0], "032x"), run_hex)
             if dets:
-                self._deliver(dets, ctx[0], "")
+                self._deliver(dets, ctx[0], "", span.start_time)
         else:
-            cs = (cp[0], span._name, cp[2])
+            cs = (cp[0], name, cp[2])
         spans = self._spans
         spans[ctx[1]] = (cs, cp, kind)
         if len(spans) > self._max_spans:
@@ -573,7 +1009,7 @@ class ProgressSpanProcessor(SpanProcessor):
                 self._report_evictions()
         if not dets:
             return None
-        return self._deliver(dets, trace_id, record.span_id)
+        return self._deliver(dets, trace_id, record.span_id, span.end_time)
 
     def _end_model(self, span: ReadableSpan, attrs: Mapping[str, Any], cp: _Ctx,
                    flushed: bool) -> list[Detection] | None:
@@ -588,7 +1024,7 @@ class ProgressSpanProcessor(SpanProcessor):
                 self._engine.record_tokens(trace_hex, run_hex, tokens)
         if not dets:
             return None
-        return self._deliver(dets, ctx[0], format(ctx[1], "016x"))
+        return self._deliver(dets, ctx[0], format(ctx[1], "016x"), span.end_time)
 
     def _end_agent(self, span: ReadableSpan, cp: _Ctx, started_as_agent: bool) -> list[Detection] | None:
         ctx = span._context
@@ -598,7 +1034,7 @@ class ProgressSpanProcessor(SpanProcessor):
         with self._lock:
             summary = self._engine.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run_id=parent_run)
         dets = list(summary.detections_list) if summary is not None else []
-        mine = self._deliver(dets, ctx[0], sid_hex) if dets else None
+        mine = self._deliver(dets, ctx[0], sid_hex, span.end_time) if dets else None
         with self._lock:
             trace = self._traces.get(ctx[0])
             if trace is not None and started_as_agent and trace.runs.pop(sid_hex, None) is not None:
@@ -688,18 +1124,14 @@ class ProgressSpanProcessor(SpanProcessor):
         """Forget the oldest tenth of the open-span tables (spans that never ended)."""
         with self._lock:
             for table in (self._spans, self._roots):
-                if len(table) <= self._max_spans:
-                    continue
-                try:
-                    stale = list(islice(table, max(1, self._max_spans // 10)))
-                except RuntimeError:  # resized by another thread: next time
-                    continue
-                for key in stale:
-                    table.pop(key, None)
+                if len(table) > self._max_spans:
+                    _trim(table, self._max_spans)
 
-    def _deliver(self, dets: list[Detection], trace_id: int, current: str) -> list[Detection] | None:
-        """Annotate the runs' open spans, count, call the hook; return the detections that
-        belong on the span ``current`` (hex id), which is ending."""
+    def _deliver(self, dets: list[Detection], trace_id: int, current: str,
+                 when: int | None) -> list[Detection] | None:
+        """Annotate the runs' open spans (events at ``when``, the time of the span that
+        brought the detections), count, call the hook; return the detections that belong
+        on the span ``current`` (hex id), which is ending."""
         mine: list[Detection] = []
         for det in dets:
             if det.span_id == current:
@@ -711,11 +1143,28 @@ class ProgressSpanProcessor(SpanProcessor):
                     target = run.span if run is not None else None
                 if target is not None and format(target.context.span_id, "016x") != current:
                     try:
-                        _annotate_live(target, (det,))
+                        if not _annotate_live(target, (det,), when) or (
+                                self._background and not target.is_recording()):
+                            self._annotate_late(target, det, when, trace_id)
                     except Exception as exc:
                         self._fail("annotate agent span", exc)
             self._emit(det)
         return mine or None
+
+    def _annotate_late(self, target: Span, det: Detection, when: int | None, trace_id: int) -> None:
+        """Background analysis: the agent (or root) span had ended, or ended while it was
+        being annotated, before the worker got to this detection. Its end is still queued
+        behind the current item (its run, or the root, is still known), so the copy
+        handed to the wrapped processors gets the detection: the exported span is the
+        one the inline mode exports. (Without a wrapped processor, it is lost.)"""
+        if not (self._background and self._inners):
+            return
+        if det.run_id == "" and self._roots.get(trace_id) is not target:
+            return  # the root's end was processed already
+        late = self._late
+        late.setdefault(target.context.span_id, []).append((det, when))
+        if len(late) > _MAX_LATE:
+            del late[next(iter(late))]
 
     def _emit(self, det: Detection) -> None:
         self._metrics.detection(det)
@@ -745,6 +1194,16 @@ class ProgressSpanProcessor(SpanProcessor):
             " errors of this kind are counted and logged at most every %d s)",
             where, type(exc).__name__, int(_LOG_EVERY_SECONDS), exc_info=exc,
         )
+
+
+def _trim(table: dict[int, Any], limit: int) -> None:
+    """Forget the oldest tenth of a table of open spans."""
+    try:
+        stale = list(islice(table, max(1, limit // 10)))
+    except RuntimeError:  # resized by another thread: next time
+        return
+    for key in stale:
+        table.pop(key, None)
 
 
 def _noop(span: Any) -> None:

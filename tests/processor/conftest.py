@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_progress import Config, Detection, ProgressSpanProcessor
 from otel_progress.demo import ScriptedAgent
@@ -38,6 +39,7 @@ class Rig:
         return ScriptedAgent(self.provider.get_tracer("tests"))
 
     def spans(self) -> list[ReadableSpan]:
+        self.processor.force_flush()  # background analysis: wait for the worker
         return list(self.exporter.get_finished_spans())
 
     def by_id(self) -> dict[str, ReadableSpan]:
@@ -56,11 +58,12 @@ class Rig:
         return out
 
 
-def make_rig(config: Config | None = None, *, wrap: bool = True, **kwargs: Any) -> Rig:
+def make_rig(config: Config | None = None, *, wrap: bool = True, id_generator: IdGenerator | None = None,
+             **kwargs: Any) -> Rig:
     exporter = InMemorySpanExporter()
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
-    provider = TracerProvider(shutdown_on_exit=False)
+    provider = TracerProvider(shutdown_on_exit=False, id_generator=id_generator)
     detections: list[Detection] = []
     kwargs.setdefault("on_detection", detections.append)
     inner = SimpleSpanProcessor(exporter)

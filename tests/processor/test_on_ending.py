@@ -106,3 +106,19 @@ def test_forcing_on_ending_on_a_released_sdk_falls_back_to_the_copy() -> None:
     docs_loop(r.agent(), turns=5)
     det = r.detections[0]
     assert progress_events(r.by_id()[det.span_id]) == [("no_progress", det.event_attributes())]
+
+
+def test_fixed_sdk_background_analysis_annotates_copies(sdk_with_fix: None) -> None:
+    """The worker gets the span after the SDK froze it: background analysis always
+    hands the wrapped processor an annotated copy, with the same content."""
+    r = make_rig(wrap=True, analysis="background")
+    assert not r.processor.annotates_in_on_ending
+    docs_loop(r.agent(), turns=5)
+    r.processor.force_flush()
+    det = r.detections[0]
+    tool = r.by_id()[det.span_id]
+    assert progress_attrs(tool) == det.span_attributes()
+    assert progress_events(tool) == [("no_progress", det.event_attributes())]
+    agent = next(s for s in r.spans() if s.name.startswith("invoke_agent"))
+    assert progress_events(agent) == [("no_progress", det.event_attributes())]
+    r.provider.shutdown()
