@@ -96,8 +96,8 @@ def openinference() -> Any:
 
 
 # OpenInference records a LangChain tool's output as the whole ToolMessage, whose
-# ``tool_call_id`` differs on every call; it has to be declared volatile.
-_CONFIG = Config().replace(volatile_keys=Config().volatile_keys | {"tool_call_id"})
+# ``tool_call_id`` differs on every call: the default volatile keys must strip it.
+_CONFIG = Config()
 
 
 def test_langgraph_loop_is_detected_on_the_openinference_tool_span(openinference: Any) -> None:
