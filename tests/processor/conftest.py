@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +16,12 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from otel_progress import Config, Detection, ProgressSpanProcessor
+from otel_progress import Config, Detection, ProgressEngine, ProgressSpanProcessor
 from otel_progress.demo import ScriptedAgent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +134,43 @@ def console_spans(text: str) -> list[dict[str, Any]]:
 
 
 PYTHON = sys.executable
+
+
+def run_docs_loops_in_threads(r: Rig, threads: int = 16, runs_per_thread: int = 12) -> None:
+    """Run ``runs_per_thread`` looping docs agents on each of ``threads`` threads started
+    together; fail if any thread raised or did not finish."""
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(runs_per_thread):
+                docs_loop(r.agent(), turns=14, name=f"agent-{n}-{i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in pool), "a worker thread did not finish"
+
+
+class ExplodingProcessor(SpanProcessor):
+    """A wrapped processor that raises on every call."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("boom at start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise ValueError("boom at end")
+
+
+class BrokenEngine(ProgressEngine):
+    """An engine with a bug in end_run."""
+
+    def end_run(self, *args: Any, **kwargs: Any) -> Any:
+        raise KeyError("engine bug")

@@ -21,12 +21,20 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Tracer
 
-from otel_progress import Config, ConfigError, Detection, ProgressEngine, ProgressSpanProcessor
+from otel_progress import Config, ConfigError, Detection, ProgressSpanProcessor
 from otel_progress.demo import DEMO_MANIFEST, SCENARIOS, ScriptedAgent
 from otel_progress.instrument import ProgressInstrumentor
 from otel_progress.manifest import parse_manifest
 
-from .conftest import Rig, docs_loop, make_rig, progress_events
+from .conftest import (
+    BrokenEngine,
+    ExplodingProcessor,
+    Rig,
+    docs_loop,
+    make_rig,
+    progress_events,
+    run_docs_loops_in_threads,
+)
 
 T0 = 1_700_000_000_000_000_000
 TOOL = {"gen_ai.operation.name": "execute_tool"}
@@ -275,23 +283,7 @@ def test_sixteen_threads_lose_and_duplicate_nothing_in_background() -> None:
     assert len(expected) >= 2
     r = make_rig(Config(max_runs=10_000), analysis="background", max_queue_size=256)
     runs_per_thread = 12
-    barrier = threading.Barrier(16)
-    errors: list[BaseException] = []
-
-    def worker(n: int) -> None:
-        try:
-            barrier.wait()
-            for i in range(runs_per_thread):
-                docs_loop(r.agent(), turns=14, name=f"agent-{n}-{i}")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors
+    run_docs_loops_in_threads(r, 16, runs_per_thread)
     spans = r.spans()  # flushes
     assert len(spans) == 16 * runs_per_thread * 29  # agent + 14 chats + 14 tools each
     assert len({s.context.span_id for s in spans}) == len(spans)  # exactly once
@@ -501,19 +493,6 @@ def test_a_hook_may_make_spans_and_flush_from_the_worker() -> None:
     r.provider.shutdown()
 
 
-class _Exploding(SpanProcessor):
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        raise RuntimeError("boom at start")
-
-    def on_end(self, span: ReadableSpan) -> None:
-        raise ValueError("boom at end")
-
-
-class _BrokenEngine(ProgressEngine):
-    def end_run(self, *args: Any, **kwargs: Any) -> Any:
-        raise KeyError("engine bug")
-
-
 def test_errors_never_reach_the_application_in_background() -> None:
     calls: list[int] = []
 
@@ -522,8 +501,8 @@ def test_errors_never_reach_the_application_in_background() -> None:
         raise ZeroDivisionError("hook bug")
 
     exporter = InMemorySpanExporter()
-    processor = ProgressSpanProcessor([_Exploding(), SimpleSpanProcessor(exporter)], config=Config(),
-                                      engine=_BrokenEngine(Config()), on_detection=bad_hook,
+    processor = ProgressSpanProcessor([ExplodingProcessor(), SimpleSpanProcessor(exporter)], config=Config(),
+                                      engine=BrokenEngine(Config()), on_detection=bad_hook,
                                       analysis="background")
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(processor)

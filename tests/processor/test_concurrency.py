@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections import Counter
 
 import pytest
 
 from otel_progress import Config
 
-from .conftest import docs_loop, make_rig, progress_events
+from .conftest import docs_loop, make_rig, progress_events, run_docs_loops_in_threads
 
 
 def _expected_per_run() -> list[tuple[str, int, int]]:
@@ -25,23 +24,7 @@ def test_sixteen_threads_lose_and_duplicate_nothing() -> None:
     assert len(expected) >= 2
     r = make_rig(Config(max_runs=10_000))
     runs_per_thread = 12
-    barrier = threading.Barrier(16)
-    errors: list[BaseException] = []
-
-    def worker(n: int) -> None:
-        try:
-            barrier.wait()
-            for i in range(runs_per_thread):
-                docs_loop(r.agent(), turns=14, name=f"agent-{n}-{i}")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors
+    run_docs_loops_in_threads(r, 16, runs_per_thread)
     by_agent: dict[str, list[tuple[str, int, int]]] = {}
     for det in r.detections:
         assert det.agent is not None

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -18,7 +18,7 @@ from otel_progress.demo import DEMO_MANIFEST, SCENARIOS
 from otel_progress.manifest import parse_manifest
 from otel_progress.spans import SpanRecord
 
-from .conftest import Rig, docs_loop, make_rig, progress_attrs, progress_events
+from .conftest import BrokenEngine, ExplodingProcessor, Rig, docs_loop, make_rig, progress_attrs, progress_events
 
 _OUTPUT_KEYS = ("progress.detected", "progress.reason", "progress.level")
 
@@ -218,19 +218,6 @@ def test_active_runs_gauge_counts_open_runs() -> None:
     assert r.metrics()["progress.runs.active"][0][1] == 0
 
 
-class _Exploding(SpanProcessor):
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        raise RuntimeError("boom at start")
-
-    def on_end(self, span: ReadableSpan) -> None:
-        raise ValueError("boom at end")
-
-
-class _BrokenEngine(ProgressEngine):
-    def end_run(self, *args: Any, **kwargs: Any) -> Any:
-        raise KeyError("engine bug")
-
-
 def test_errors_never_reach_the_application(caplog: pytest.LogCaptureFixture) -> None:
     calls: list[int] = []
 
@@ -239,8 +226,8 @@ def test_errors_never_reach_the_application(caplog: pytest.LogCaptureFixture) ->
         raise ZeroDivisionError("hook bug")
 
     exporter = InMemorySpanExporter()
-    processor = ProgressSpanProcessor([_Exploding(), SimpleSpanProcessor(exporter)], config=Config(),
-                                      engine=_BrokenEngine(Config()), on_detection=bad_hook,
+    processor = ProgressSpanProcessor([ExplodingProcessor(), SimpleSpanProcessor(exporter)], config=Config(),
+                                      engine=BrokenEngine(Config()), on_detection=bad_hook,
                                       meter_provider=None)
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(processor)
