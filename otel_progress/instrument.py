@@ -86,8 +86,8 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     ``instrument()`` options (all optional): ``tracer_provider``, ``meter_provider``,
     ``on_detection`` (a callable or ``"module:function"``), ``annotate_tool_spans``,
-    ``annotate_agent_spans``, ``max_spans``, ``analysis`` (``inline`` or ``background``;
-    ``OTEL_PROGRESS_ANALYSIS`` overrides it), ``max_queue_size``, ``config_file``, and any
+    ``annotate_agent_spans``, ``max_spans``, ``analysis`` (``auto``, ``inline`` or
+    ``background``; ``OTEL_PROGRESS_ANALYSIS`` overrides it), ``max_queue_size``, ``config_file``, and any
     engine setting (``window``, ``barren_threshold``, ``manifest_file``, ``manifest``,
     ``digest_key``, ...).
     """
@@ -149,7 +149,7 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                                       f" got {processor_options[key]!r}") from exc
         option = processor_options.get("analysis")
         if os.environ.get(ENV_ANALYSIS, "").strip() or option is None:
-            kwargs["analysis"] = analysis_mode()  # the variable, else inline
+            kwargs["analysis"] = analysis_mode()  # the variable, else auto
         else:
             kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
 

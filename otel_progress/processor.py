@@ -19,11 +19,13 @@ what it detects into the exported data:
   works with any processor order, including ``provider.add_span_processor(processor)``
   with no wrapped processor.
 
-Where the analysis runs, chosen at construction (``analysis=``, ``OTEL_PROGRESS_ANALYSIS``):
+Where the analysis runs, chosen at construction (``analysis=``, ``OTEL_PROGRESS_ANALYSIS``;
+the default, ``auto``, is background when the processor wraps the exporting processor
+and no ``on_detection`` hook is given, inline otherwise):
 
-* ``inline`` (default): on the thread that ends the span, inside ``span.end()``. The hook
-  has run and the agent span carries the event when ``end()`` returns, so a harness can
-  inject the nudge before its next model call.
+* ``inline``: on the thread that ends the span, inside ``span.end()``. The hook has run
+  and the agent span carries the event when ``end()`` returns, so a harness can inject
+  the nudge before its next model call.
 * ``background``: the ending thread only queues the span (a reference: an ended span no
   longer changes; at start, a snapshot of the attributes and name). One daemon worker
   thread replays exactly what the inline mode does, in the order the spans started and
@@ -55,6 +57,7 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
@@ -85,7 +88,7 @@ _LOG_EVERY_SECONDS = 300.0
 _EVICT_EVERY_SECONDS = 1.0
 
 #: The values of ``analysis=`` / ``OTEL_PROGRESS_ANALYSIS``.
-ANALYSIS_MODES = ("inline", "background")
+ANALYSIS_MODES = ("auto", "inline", "background")
 ENV_ANALYSIS = "OTEL_PROGRESS_ANALYSIS"
 # Background analysis: the queue's items are (_START, span, attributes at start, name at
 # start), (_END, ended span) and (_MARK, threading.Event) for force_flush and shutdown.
@@ -102,6 +105,9 @@ _FULL_WAIT_SECONDS = 1.0  # how long a thread waits for room in a full queue bef
 _MAX_LATE = 4096  # agent spans awaiting a late annotation (see _deliver)
 _EXIT_DRAIN_SECONDS = 10.0  # at interpreter exit, how long the queue may take to drain
 _BATCH = 64  # items the worker processes per hold of its lock
+
+# The ``on_start`` of the exporting processors: it does nothing, so it is not called.
+_NOOP_ON_START = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start})
 
 _PROBE: tuple[bool, bool] | None = None
 _PROBE_LOCK = threading.Lock()
@@ -176,15 +182,16 @@ def _run_probe() -> tuple[bool, bool]:
 
 
 def analysis_mode(value: Any = None, source: str = "analysis") -> str:
-    """``"inline"`` or ``"background"``: ``value``, else ``OTEL_PROGRESS_ANALYSIS``, else
-    ``"inline"``. Raises :class:`ConfigError` naming ``source`` (or the variable)."""
+    """The analysis setting, one of :data:`ANALYSIS_MODES`: ``value``, else
+    ``OTEL_PROGRESS_ANALYSIS``, else ``"auto"``. Raises :class:`ConfigError` naming
+    ``source`` (or the variable)."""
     if value is None:
         value, source = os.environ.get(ENV_ANALYSIS, ""), ENV_ANALYSIS
         if not value.strip():
-            return "inline"
+            return "auto"
     mode = str(value).strip().lower()
     if mode not in ANALYSIS_MODES:
-        raise ConfigError(f"{source}: expected {' or '.join(ANALYSIS_MODES)}, got {value!r}")
+        raise ConfigError(f"{source}: expected {', '.join(ANALYSIS_MODES)}, got {value!r}")
     return mode
 
 
@@ -383,9 +390,13 @@ class ProgressSpanProcessor(SpanProcessor):
         max_spans: open spans tracked at once (the oldest are dropped first).
         use_on_ending: force (True) or forbid (False) annotating in ``_on_ending``;
             default: probe the SDK once. Inline analysis only.
-        analysis: ``"inline"`` (analyse in ``span.end()``) or ``"background"`` (queue
-            the span; a worker thread analyses, annotates and forwards it, in order);
-            default: ``OTEL_PROGRESS_ANALYSIS``, else ``"inline"``.
+        analysis: ``"inline"`` (analyse in ``span.end()``), ``"background"`` (queue
+            the span; a worker thread analyses, annotates and forwards it, in order) or
+            ``"auto"``: background when the processor wraps the exporting processor(s)
+            and no ``on_detection`` hook is given; inline otherwise (a hook then runs
+            before ``span.end()`` returns; without a wrapped processor, or with
+            ``use_on_ending=True``, spans are annotated in place). Default:
+            ``OTEL_PROGRESS_ANALYSIS``, else ``"auto"``.
         max_queue_size: background analysis: queued span starts and ends at most. A
             thread ending a span while the queue is full waits for room (at most a
             second, then queues past the bound); nothing is dropped.
@@ -426,6 +437,11 @@ class ProgressSpanProcessor(SpanProcessor):
         if not layout:
             _log.warning("otel-progress: this OpenTelemetry SDK's spans do not look as expected;"
                          " the progress processor only forwards spans")
+        if mode == "auto":
+            # A hook acts on a detection before the application's next step only inline.
+            # Without a wrapped processor there is no copy to carry what the worker finds
+            # after a span ended. Otherwise the application thread is spared the analysis.
+            mode = "inline" if on_detection is not None or not inners or use_on_ending else "background"
         if mode == "background" and use_on_ending:
             raise ValueError("use_on_ending=True needs inline analysis: the worker analyses a"
                              " span after the SDK froze it")
@@ -504,14 +520,20 @@ class ProgressSpanProcessor(SpanProcessor):
         self._q = _Queue(self._q.max_size)
 
     def _bind(self) -> None:
-        """Choose the forwarding paths once, so a span pays no extra indirection."""
+        """Choose the paths a span takes once, so that it pays no extra indirection."""
         inners = self._inners
-        self._inner_start = inners[0].on_start if len(inners) == 1 else None
+        # The exporting processors' on_start does nothing: a span start is not forwarded
+        # to them (one Python call less on every span).
+        self._starters = tuple(p for p in inners if type(p).on_start not in _NOOP_ON_START)
         self._inner_end = inners[0].on_end if len(inners) == 1 else None
-        if self._background:
+        if not self._active:
+            self.on_start = self._forward_start  # type: ignore[method-assign]
+            self.on_end = self._forward_end  # type: ignore[method-assign]
+        elif self._background:
             self.on_start = self._queue_start  # type: ignore[method-assign]
             self.on_end = self._queue_end  # type: ignore[method-assign]
-        if self._ending:
+        elif self._ending:
+            self.on_end = self._on_end_after_ending  # type: ignore[method-assign]
             return
         # Nothing to do in _on_ending: hand the call straight to the wrapped processor.
         if len(inners) == 1:
@@ -535,7 +557,8 @@ class ProgressSpanProcessor(SpanProcessor):
 
     @property
     def analysis(self) -> str:
-        """``"inline"`` or ``"background"`` (inline again once shut down)."""
+        """Where the analysis runs: ``"inline"`` or ``"background"`` (``"auto"`` resolved;
+        inline again once shut down)."""
         return "background" if self._background else "inline"
 
     @property
@@ -573,22 +596,18 @@ class ProgressSpanProcessor(SpanProcessor):
     # -- SpanProcessor ----------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        # (the forwarding is _forward_start's, written out: this runs for every span)
-        inner = self._inner_start
-        if inner is not None:
-            try:
-                inner(span, parent_context=parent_context)
-            except Exception as exc:
-                self._fail("wrapped on_start", exc)
-        elif self._inners:
-            for proc in self._inners:
-                try:
-                    proc.on_start(span, parent_context=parent_context)
-                except Exception as exc:
-                    self._fail("wrapped on_start", exc)
-        if not self._active:
-            return
+        # Inline analysis (see _bind for the other modes). This runs for every span.
+        if self._starters:
+            self._forward_start(span, parent_context)
         try:
+            parent = span._parent
+            if parent is not None and not parent[2] and _CLASSIFY_KEYS.isdisjoint(span._attributes._dict):  # type: ignore[attr-defined]
+                # A plain span that is not a local root (most spans): _observe_start's
+                # first case, written out.
+                entry = self._spans.get(parent[1])
+                if entry is not None:
+                    self._register_plain(span._context[1], entry[0], span._name)
+                return
             self._observe_start(span, span._attributes._dict, span._name)  # type: ignore[attr-defined]
         except Exception as exc:
             self._fail("on_start", exc)
@@ -611,30 +630,42 @@ class ProgressSpanProcessor(SpanProcessor):
             self._fail("_on_ending", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
+        # Inline analysis on the copy route (see _bind for the other modes). This runs for
+        # every span: a plain span that is not a local root costs one dict lookup.
         out = span
-        if self._active:
-            try:
-                if not self._ending:
-                    out = self._analysed(span)
-                elif self._copy_pending:
-                    mine = self._copy_pending.pop(span._context[1], None)
-                    if mine:
-                        out = _annotated_copy(span, mine)
-            except Exception as exc:
-                self._fail("on_end", exc)
-        # (the forwarding is _forward_end's, written out: this runs for every span)
+        try:
+            parent = span._parent
+            if (parent is not None and not parent[2]
+                    and _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)):  # type: ignore[attr-defined]
+                # A plain span: forget it if it was inside a run.
+                entry = self._spans.pop(span._context[1], None)
+                if entry is not None and entry[2] != _OTHER:
+                    out = self._annotated(span, entry)  # the attribute limit dropped its key
+            else:
+                out = self._annotated(span)
+        except Exception as exc:
+            self._fail("on_end", exc)
         inner = self._inner_end
         if inner is not None:
             try:
                 inner(out)
             except Exception as exc:
                 self._fail("wrapped on_end", exc)
-        elif self._inners:
-            for proc in self._inners:
-                try:
-                    proc.on_end(out)
-                except Exception as exc:
-                    self._fail("wrapped on_end", exc)
+        else:
+            self._forward_end(out)
+
+    def _on_end_after_ending(self, span: ReadableSpan) -> None:
+        """``on_end`` when annotating in place: the work was done in ``_on_ending``; a
+        span the SDK did not let it change gets an annotated copy."""
+        out = span
+        if self._copy_pending:
+            try:
+                mine = self._copy_pending.pop(span._context[1], None)
+                if mine:
+                    out = _annotated_copy(span, mine)
+            except Exception as exc:
+                self._fail("on_end", exc)
+        self._forward_end(out)
 
     def shutdown(self, timeout_millis: int = 30000) -> None:
         """Shut the wrapped processors down; with background analysis, first let the
@@ -663,19 +694,12 @@ class ProgressSpanProcessor(SpanProcessor):
                 ok = False
         return ok
 
-    def _forward_start(self, span: Span, parent_context: Context | None) -> None:
-        inner = self._inner_start
-        if inner is not None:
+    def _forward_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for proc in self._starters:
             try:
-                inner(span, parent_context=parent_context)
+                proc.on_start(span, parent_context=parent_context)
             except Exception as exc:
                 self._fail("wrapped on_start", exc)
-        elif self._inners:
-            for proc in self._inners:
-                try:
-                    proc.on_start(span, parent_context=parent_context)
-                except Exception as exc:
-                    self._fail("wrapped on_start", exc)
 
     def _forward_end(self, span: ReadableSpan) -> None:
         inner = self._inner_end
@@ -684,12 +708,12 @@ class ProgressSpanProcessor(SpanProcessor):
                 inner(span)
             except Exception as exc:
                 self._fail("wrapped on_end", exc)
-        elif self._inners:
-            for proc in self._inners:
-                try:
-                    proc.on_end(span)
-                except Exception as exc:
-                    self._fail("wrapped on_end", exc)
+            return
+        for proc in self._inners:
+            try:
+                proc.on_end(span)
+            except Exception as exc:
+                self._fail("wrapped on_end", exc)
 
     # -- background analysis: the threads that start and end spans ---------------------
 
@@ -733,7 +757,14 @@ class ProgressSpanProcessor(SpanProcessor):
                 return
         except Exception as exc:
             self._fail("on_end", exc)
-        self._forward_end(span)
+        inner = self._inner_end
+        if inner is not None:
+            try:
+                inner(span)
+            except Exception as exc:
+                self._fail("wrapped on_end", exc)
+        else:
+            self._forward_end(span)
 
     def _put(self, item: tuple[Any, ...]) -> None:
         """Queue an item for the worker (which polls the queue), starting it on first
@@ -900,24 +931,34 @@ class ProgressSpanProcessor(SpanProcessor):
             else:
                 cp = entry[0]
             if plain:
-                spans = self._spans
-                spans[span._context[1]] = ((cp[0], name, cp[2]), cp, _OTHER)
-                if len(spans) > self._max_spans:
-                    self._trim_spans()
+                self._register_plain(span._context[1], cp, name)
                 return
         self._start(span, attrs, cp, name)
+
+    def _register_plain(self, span_id: int, cp: _Ctx, name: str) -> None:
+        """A plain span starts inside a run (or a tool call), under a parent that passes
+        ``cp``: its children get the same, with this span as their plan node."""
+        spans = self._spans
+        spans[span_id] = ((cp[0], name, cp[2]), cp, _OTHER)
+        if len(spans) > self._max_spans:
+            self._trim_spans()
 
     def _analysed(self, span: ReadableSpan) -> ReadableSpan:
         """Feed an ended span to the engine (copy route); return what the wrapped
         processors get: the span, or an annotated copy."""
-        if not (
-            span._context[1] in self._spans
-            or not _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
-            or (parent := span._parent) is None
-            or parent[2]
-        ):
-            return span  # a plain span outside any run: nothing to do
-        mine = self._end(span)
+        parent = span._parent
+        if (parent is not None and not parent[2]
+                and _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)):  # type: ignore[attr-defined]
+            entry = self._spans.pop(span._context[1], None)  # a plain span (see on_end)
+            if entry is None or entry[2] == _OTHER:
+                return span
+            return self._annotated(span, entry)
+        return self._annotated(span)
+
+    def _annotated(self, span: ReadableSpan, entry: tuple[_Ctx, _Ctx, int] | None = None) -> ReadableSpan:
+        """``_analysed`` past its shortcut for plain spans (``entry``: the span's open-span
+        entry if it was taken out already)."""
+        mine = self._end(span, entry)
         late = self._late.pop(span._context[1], None) if self._late else None
         if not self._inners or not ((mine and self._annotate_tools) or late):
             return span
@@ -953,10 +994,12 @@ class ProgressSpanProcessor(SpanProcessor):
         if len(spans) > self._max_spans:
             self._trim_spans()
 
-    def _end(self, span: ReadableSpan) -> list[Detection] | None:
-        """Process an ending span; return the detections that belong on it."""
+    def _end(self, span: ReadableSpan, entry: tuple[_Ctx, _Ctx, int] | None = None) -> list[Detection] | None:
+        """Process an ending span; return the detections that belong on it (``entry``:
+        its open-span entry, if the caller took it out of the table already)."""
         ctx = span._context
-        entry = self._spans.pop(ctx[1], None)
+        if entry is None:
+            entry = self._spans.pop(ctx[1], None)
         attrs = span._attributes._dict  # type: ignore[attr-defined]
         plain = _CLASSIFY_KEYS.isdisjoint(attrs)
         parent = span._parent

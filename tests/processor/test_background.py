@@ -538,8 +538,18 @@ def test_a_dropped_processor_lets_its_worker_go() -> None:
 
 def test_analysis_mode_from_the_argument_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_PROGRESS_ANALYSIS", raising=False)
-    assert ProgressSpanProcessor(config=Config()).analysis == "inline"
+    # auto (the default): background, unless a hook wants the detection before end() returns
+    # or the tool span can only be annotated in place.
+    exporting = SimpleSpanProcessor(InMemorySpanExporter())
+    assert ProgressSpanProcessor(exporting, config=Config()).analysis == "background"
+    assert ProgressSpanProcessor(exporting, config=Config(), analysis=" AUTO ").analysis == "background"
+    assert ProgressSpanProcessor(exporting, config=Config(), on_detection=print).analysis == "inline"
+    assert ProgressSpanProcessor(exporting, config=Config(), use_on_ending=True).analysis == "inline"
+    assert ProgressSpanProcessor(config=Config()).analysis == "inline"  # nothing wrapped
     assert ProgressSpanProcessor(config=Config(), analysis="background").analysis == "background"
+    assert ProgressSpanProcessor(config=Config(), analysis="inline").analysis == "inline"
+    monkeypatch.setenv("OTEL_PROGRESS_ANALYSIS", "auto")
+    assert ProgressSpanProcessor(exporting, config=Config(), on_detection=print).analysis == "inline"
     monkeypatch.setenv("OTEL_PROGRESS_ANALYSIS", " Background ")
     assert ProgressSpanProcessor(config=Config()).analysis == "background"
     assert ProgressSpanProcessor(config=Config(), analysis="inline").analysis == "inline"  # the argument wins

@@ -189,7 +189,9 @@ def test_instrument_wraps_the_exporting_processors(instrumentor: Any) -> None:
     instrumentor.instrument(tracer_provider=provider, barren_threshold=3)
     assert provider._active_span_processor._span_processors == (instrumentor.processor,)
     assert instrumentor.processor.wrapped == (export,)
+    assert instrumentor.processor.analysis == "background"  # no hook: off the application thread
     docs_loop(ScriptedAgent(provider.get_tracer("t")), turns=4)
+    instrumentor.processor.force_flush()
     flagged = [s for s in exporter.get_finished_spans() if progress_events(s)]
     assert {s.name for s in flagged} == {"execute_tool search_docs", "invoke_agent docs-agent"}
     instrumentor.uninstrument()
@@ -204,6 +206,7 @@ def test_instrument_falls_back_to_agent_spans_with_one_warning(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with caplog.at_level(logging.WARNING, logger="otel_progress.instrument"):
         instrumentor.instrument(tracer_provider=provider)
+        assert instrumentor.processor.analysis == "inline"  # nothing wrapped: annotated as they end
         for _ in range(3):
             docs_loop(ScriptedAgent(provider.get_tracer("t")), turns=5)
     warnings = [r for r in caplog.records if r.name == "otel_progress.instrument"]
