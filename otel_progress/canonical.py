@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import blake3
@@ -53,6 +54,7 @@ _MAX_DEPTH = 64
 _MAX_STRING_PARSE = 4 * 1024 * 1024  # JSON strings above this are digested as text
 _MAX_TEXT_FOLD = 8192  # timestamps are folded in plain-text results up to this size
 _MASK = (1 << 63) - 1
+_from_bytes = int.from_bytes
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _WS = re.compile(r"\s+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
@@ -86,13 +88,16 @@ def parse_json_value(value: Any) -> Any:
     Only strings that look like a JSON object or array are decoded, so that a plain
     text result such as ``"3 tickets"`` stays text. Decoding errors keep the string.
     """
-    if isinstance(value, (bytes, bytearray)):
-        value = bytes(value).decode("utf-8", "replace")
-    if isinstance(value, str) and value and len(value) <= _MAX_STRING_PARSE:
+    if type(value) is not str:
+        if isinstance(value, (bytes, bytearray)):
+            value = bytes(value).decode("utf-8", "replace")
+        elif not isinstance(value, str):
+            return value
+    if value and len(value) <= _MAX_STRING_PARSE:
         head = value[:1]
-        if head not in ("{", "["):
+        if head != "{" and head != "[":
             head = value.lstrip()[:1]
-        if head in ("{", "["):
+        if head == "{" or head == "[":
             try:
                 return orjson.loads(value)
             except (orjson.JSONDecodeError, RecursionError):
@@ -221,7 +226,7 @@ def folds_to_itself(canonical: bytes) -> bool:
         return False
     if _ID_KEY_END.search(text) is not None:
         return False
-    if len(text) > 2 * _MAX_DEPTH and text.count("[") + text.count("{") > _MAX_DEPTH:
+    if len(text) > 2 * _MAX_DEPTH and text.count("{") + (text.count("[") if "[" in text else 0) > _MAX_DEPTH:
         return False
     return "-" not in text or _UUID.search(text) is None
 
@@ -282,7 +287,7 @@ class Digester:
         volatile_keys: result keys to strip before digesting a result.
     """
 
-    __slots__ = ("_key", "_key_cache", "_tools", "_volatile")
+    __slots__ = ("_blake3", "_key", "_key_cache", "_tools", "_volatile")
 
     def __init__(self, key: bytes | str | None = None, volatile_keys: Iterable[str] = DEFAULT_VOLATILE_KEYS):
         if isinstance(key, str):
@@ -291,6 +296,10 @@ class Digester:
             blake3.blake3(key, derive_key_context="otel-progress digest key v1").digest()
             if key
             else None
+        )
+        # blake3.blake3 with the key, if any, already bound: digest() calls it per call.
+        self._blake3: Callable[[bytes], Any] = (
+            partial(blake3.blake3, key=self._key) if self._key is not None else blake3.blake3
         )
         self._volatile = frozenset(_norm_key(k) for k in volatile_keys)
         self._key_cache: dict[str, bool] = {}
@@ -305,8 +314,7 @@ class Digester:
 
     def digest(self, data: bytes) -> int:
         """The 63-bit digest of bytes."""
-        h = blake3.blake3(data, key=self._key) if self._key else blake3.blake3(data)
-        return int.from_bytes(h.digest(8), "big") >> 1
+        return _from_bytes(self._blake3(data).digest(8), "big") >> 1
 
     @staticmethod
     def local(data: bytes) -> int:
@@ -370,17 +378,26 @@ class Digester:
             self._tools[tool] = -1 if hit else seen + 1
         return hit
 
-    def raw_result_ok(self, result: str, tool: str) -> bool:
-        """Whether a long JSON result may be digested as received, without parsing:
-        its tool's results were checked and never held a volatile key. Results of one
-        tool come from one serialiser, so equal results are equal texts. A sample of
-        them is still checked (a volatile key found switches the tool to the full path
-        for good)."""
-        seen = self._tools.get(tool, 0)
-        if seen < _CHECK_FIRST or seen % _CHECK_EVERY == 0:  # a tool marked volatile has seen == -1
-            return seen >= 0 and not self._volatile_in(parse_json_value(result), tool)
-        self._tools[tool] = seen + 1
-        return True
+    def raw_result(self, result: str, tool: str, unless: Callable[[str], bool] | None = None) -> int | None:
+        """The :meth:`local_text` digest of a long JSON result taken as received, without
+        parsing, when that is allowed: ``unless(result)`` (a check of the text, if given)
+        is false and the tool's results were checked and never held a volatile key.
+        Results of one tool come from one serialiser, so equal results are equal texts. A
+        sample of them is still checked (a volatile key found switches the tool to the
+        full path for good). None: digest the parsed result (:meth:`result`).
+
+        ``unless`` runs before the sample check (which it may spare), and not at all for a
+        tool whose results are known to hold volatile keys."""
+        tools = self._tools
+        seen = tools.get(tool, 0)
+        if seen < 0 or (unless is not None and unless(result)):  # seen == -1: a tool marked volatile
+            return None
+        if seen < _CHECK_FIRST or seen % _CHECK_EVERY == 0:
+            if self._volatile_in(parse_json_value(result), tool):
+                return None
+        else:
+            tools[tool] = seen + 1
+        return self.local_text(result)
 
     def result(self, result: Any, tool: str | None = None) -> tuple[bytes, Any]:
         """Canonical bytes of a result, and the parsed result.

@@ -236,7 +236,9 @@ class ProgressEngine:
             with self._lock:
                 self.stats.calls += 1
                 trace = self._trace(call.trace_id, time.monotonic() if now is None else now)
-                run = self._run(trace, call.run_id, call.agent)
+                run = trace.runs.get(call.run_id)
+                if run is None or (call.agent and not run.agent):
+                    run = self._run(trace, call.run_id, call.agent)
                 if not run.remember(call.span_id):
                     run.duplicates += 1
                     self.stats.duplicates += 1

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
-from .model import Finding, Level
+from .model import NOT_CAPTURED, Finding, Level
 
 __all__ = ["Attempt", "Attempts", "handoff_note", "nudge_text"]
 
@@ -44,7 +45,7 @@ class Attempt:
 
 class Attempts:
     """The distinct calls a run made most recently, for the handoff note, in the order
-    they were first made (one added past the limit given to :meth:`add` forgets the
+    they were first made (one added past the limit given to :meth:`note` forgets the
     oldest), each with its shape and how often it ran and failed.
 
     A run keeps this table all its life, so it is stored flat rather than as one
@@ -70,30 +71,60 @@ class Attempts:
         """The attempts, oldest first."""
         return list(self)
 
-    def record(self, call: int, failed: bool) -> bool:
-        """Count one more run (and failure) of a known call; False if it is not in the
-        table (then :meth:`add` it)."""
+    def note(self, call: int, failed: bool, tool: str, arguments: Any, limit: int) -> None:
+        """Count one more run (and failure) of a call; a call not in the table is added,
+        run once, with its shape (:func:`_shape`), forgetting the oldest past ``limit``."""
         tally = self._tally
         data = tally.tobytes()
         needle = call.to_bytes(8, _BYTE_ORDER, signed=True)
         i = data.find(needle)
         while i >= 0 and i % 24:  # only a digest slot counts, not bytes across slots
             i = data.find(needle, i + 1)
-        if i < 0:
-            return False
-        i //= 8
-        tally[i + 1] += 1
-        if failed:
-            tally[i + 2] += 1
-        return True
+        if i >= 0:
+            i //= 8
+            tally[i + 1] += 1
+            if failed:
+                tally[i + 2] += 1
+            return
+        shapes = self._shapes
+        if len(shapes) >= limit:
+            del tally[:3]
+            del shapes[0]
+        tally.extend((call, 1, 1 if failed else 0))
+        shapes.append(_shape(tool, arguments))
 
-    def add(self, call: int, shape: str, failed: bool, limit: int) -> None:
-        """Add a call not in the table, run once, forgetting the oldest past ``limit``."""
-        if len(self._shapes) >= limit:
-            del self._tally[:3]
-            del self._shapes[0]
-        self._tally.extend((call, 1, 1 if failed else 0))
-        self._shapes.append(shape)
+
+_SHAPES: dict[str, str] = {}
+# (tool, argument names in their order) -> the shared shape: most calls repeat a shape
+# seen before, and looking it up is cheaper than sorting and joining the names again.
+_SHAPE_OF: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _shape(name: str, arguments: Any) -> str:
+    """``tool(arg1, arg2)``: argument names only, never values. Shapes repeat across
+    runs, so one copy of each is shared (a bounded table)."""
+    names: tuple[Any, ...] | None = None
+    if type(arguments) is dict:
+        names = tuple(arguments)
+        known = _SHAPE_OF.get((name, names))
+        if known is not None:
+            return known
+    if isinstance(arguments, Mapping):
+        text = f"{name}({', '.join(sorted(str(k) for k in arguments)[:6])})"
+    else:
+        text = f"{name}(…)" if arguments not in (None, NOT_CAPTURED, "", {}) else f"{name}()"
+    shared = _SHAPES.get(text)
+    if shared is None:
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        shared = _SHAPES[text] = text
+    # Only names that are strings are remembered: str(k) is then k itself, and equal
+    # name tuples give equal shapes (1 and True are equal keys with other shapes).
+    if names is not None and all(type(k) is str for k in names):
+        if len(_SHAPE_OF) >= 4096:
+            _SHAPE_OF.clear()
+        _SHAPE_OF[(name, names)] = shared
+    return shared
 
 
 def nudge_text(finding: Finding, level: Level, turn: int, first_turn: int | None) -> str:

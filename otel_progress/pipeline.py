@@ -14,8 +14,11 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
+
+import orjson
 
 from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
@@ -32,6 +35,10 @@ _JSON_OPEN = ("{", "[")
 _MASK = (1 << 63) - 1
 _SEEN_IDS = 24
 _MAX_ATTEMPTS = 5
+_MAX_TOOLS = 1024  # tool names whose derived facts Pipeline._tool keeps
+_SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
+#: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
+_Tool = tuple[bytes, bytes | None, bool]
 _EMPTY_TEXT = re.compile(
     r"^(?:(?:0|no|zero|none)\s+(?:results?|matches|hits|items|documents|docs|records|rows|entries|files)"
     r"(?:\s+found)?|no\s+results?\s+found|nothing\s+found|not\s+found|none|null|\[\]|\{\})\.?$",
@@ -66,6 +73,29 @@ def _status_value(text: str, at: int) -> str:
     value = text[at: at + 48].lstrip(' :\t\n"')
     end = value.find('"')
     return value[:end if end >= 0 else len(value)].strip().lower()
+
+
+def _may_be_waiting(text: str, waiting: frozenset[str]) -> bool:
+    """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
+    is one of ``waiting`` (then it must be parsed, for the implicit wait check).
+
+    Each occurrence of ``"status"``, ``"state"`` and ``"phase"`` is checked. The first
+    two both begin with ``"stat``, so one scan of the text finds the occurrences of
+    both (a long result is scanned twice, not three or four times)."""
+    i = text.find('"stat')
+    while i >= 0:
+        if text.startswith('"status"', i):
+            if _status_value(text, i + 8) in waiting:
+                return True
+        elif text.startswith('"state"', i) and _status_value(text, i + 7) in waiting:
+            return True
+        i = text.find('"stat', i + 1)
+    i = text.find('"phase"')
+    while i >= 0:
+        if _status_value(text, i + 7) in waiting:
+            return True
+        i = text.find('"phase"', i + 1)
+    return False
 
 
 def _is_empty(value: Any, depth: int = 0) -> bool:
@@ -110,37 +140,21 @@ def _signature_text(parts: tuple[str, ...], actions: list[int]) -> str:
     return "\x1f".join((goal, node, joined, evidence_part, obligations, blocked_on))
 
 
-_SHAPES: dict[str, str] = {}
-# (tool, argument names in their order) -> the shared shape: most calls repeat a shape
-# seen before, and looking it up is cheaper than sorting and joining the names again.
-_SHAPE_OF: dict[tuple[str, tuple[str, ...]], str] = {}
-
-
-def _shape(name: str, arguments: Any) -> str:
-    """``tool(arg1, arg2)``: argument names only, never values. Shapes repeat across
-    runs, so one copy of each is shared (a bounded table)."""
-    names: tuple[Any, ...] | None = None
-    if type(arguments) is dict:
-        names = tuple(arguments)
-        known = _SHAPE_OF.get((name, names))
-        if known is not None:
-            return known
-    if isinstance(arguments, Mapping):
-        shape = f"{name}({', '.join(sorted(str(k) for k in arguments)[:6])})"
+def _signature_parts(run: RunState, call: ToolCall) -> tuple[str, str, str, str, str]:
+    """The parts of a step's state signature other than its actions, from the step's
+    (first) call: goal, plan node, evidence (published, else the run's evidence version,
+    noting in ``run`` whether it changed since the last signature), obligations, blocker."""
+    evidence = call.evidence
+    if evidence is not None:
+        evidence_part = "e:" + ",".join(sorted(evidence))
+        run.derived_evidence_changed = False
     else:
-        shape = f"{name}(…)" if arguments not in (None, NOT_CAPTURED, "", {}) else f"{name}()"
-    shared = _SHAPES.get(shape)
-    if shared is None:
-        if len(_SHAPES) >= 4096:
-            _SHAPES.clear()
-        shared = _SHAPES[shape] = shape
-    # Only names that are strings are remembered: str(k) is then k itself, and equal
-    # name tuples give equal shapes (1 and True are equal keys with other shapes).
-    if names is not None and all(type(k) is str for k in names):
-        if len(_SHAPE_OF) >= 4096:
-            _SHAPE_OF.clear()
-        _SHAPE_OF[(name, names)] = shared
-    return shared
+        version = run.evidence_version
+        evidence_part = f"v:{version}"
+        run.derived_evidence_changed = version != run.sig_evidence_version
+        run.sig_evidence_version = version
+    obligations = ",".join(sorted(call.obligations)) if call.obligations else ""
+    return (call.goal or "", call.node or "", evidence_part, obligations, call.blocked_on or "")
 
 
 class RunState:
@@ -254,65 +268,64 @@ class Pipeline:
         self._want_action = any(s.name in ("signature",) for s in self.signals)
         self._write_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "write")
         self._wait_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "wait")
+        # The signals' evaluate methods, bound once (run_step calls each of them per step).
+        self._evaluators = tuple(s.evaluate for s in self.signals)
+        self._tools: dict[str, _Tool] = {}
+        waiting = config.waiting_values
+        self._may_be_waiting: Callable[[str], bool] | None = (
+            partial(_may_be_waiting, waiting=waiting) if config.implicit_waits else None
+        )
 
     # -- steps ------------------------------------------------------------------------
 
-    def _may_be_waiting(self, text: str) -> bool:
-        """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
-        is a waiting value (then it must be parsed, for the implicit wait check).
-
-        Each occurrence of ``"status"``, ``"state"`` and ``"phase"`` is checked. The first
-        two both begin with ``"stat``, so one scan of the text finds the occurrences of
-        both (a long result is scanned twice, not three or four times)."""
-        if not self.config.implicit_waits:
-            return False
-        waiting = self.config.waiting_values
-        i = text.find('"stat')
-        while i >= 0:
-            if text.startswith('"status"', i):
-                if _status_value(text, i + 8) in waiting:
-                    return True
-            elif text.startswith('"state"', i) and _status_value(text, i + 7) in waiting:
-                return True
-            i = text.find('"stat', i + 1)
-        i = text.find('"phase"')
-        while i >= 0:
-            if _status_value(text, i + 7) in waiting:
-                return True
-            i = text.find('"phase"', i + 1)
-        return False
+    def _tool(self, name: str) -> _Tool:
+        """What :meth:`facts` derives from a tool name alone, computed once per name (a
+        bounded table): the prefix of the bytes its call digest is taken of, the prefix of
+        its normalised action (None when the lower-cased name cannot be encoded: the
+        action is then built, and fails, where it is used, as it would without the table)
+        and whether the manifest declares it a wait tool."""
+        call_prefix = name.encode("utf-8", "surrogatepass") + _SEP
+        try:
+            action_prefix: bytes | None = name.strip().lower().encode("utf-8") + b":"
+        except UnicodeEncodeError:
+            action_prefix = None
+        tool = (call_prefix, action_prefix, name in self._wait_tools)
+        tools = self._tools
+        if len(tools) >= _MAX_TOOLS:
+            tools.clear()
+        tools[name] = tool
+        return tool
 
     def facts(self, call: ToolCall) -> CallFacts:
         """Compute the digests of one call."""
         d = self.digester
         name = call.name
+        call_prefix, action_prefix, wait_tool = self._tools.get(name) or self._tool(name)
         arguments = call.arguments
         has_args = arguments is not NOT_CAPTURED and arguments is not None
         if has_args:
             args = parse_json_value(arguments)
-            args_bytes = d.arguments(args)
+            try:  # d.arguments(args), without its second look at the already parsed value
+                args_bytes = orjson.dumps(args, option=_SORT)
+            except TypeError:  # (orjson.JSONEncodeError is one)
+                args_bytes = d.arguments(args)
         else:
             args = None
             args_bytes = b""
-        call_digest = d.digest(name.encode("utf-8", "surrogatepass") + _SEP + args_bytes)
+        call_digest = d.digest(call_prefix + args_bytes)
         result_digest: int | None = None
         parsed: Any = None
         empty = True
         ack = False
         result = call.result
-        if (
-            type(result) is str
-            and len(result) >= _RAW_MIN
-            and result[:1] in _JSON_OPEN
-            and name not in self._wait_tools
-            and not self._may_be_waiting(result)
-            and d.raw_result_ok(result, name)
-        ):
-            # A long JSON result of a tool without volatile fields: digest it as received.
-            # It is neither empty nor an acknowledgement, and carries no wait status.
-            result_digest = d.local_text(result)
-            empty = False
-        elif result is not NOT_CAPTURED and not (call.error and result is None):
+        if type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool:
+            # A long JSON result of a tool without volatile fields, with no waiting status
+            # to parse for the implicit wait check: digest it as received. It is neither
+            # empty nor an acknowledgement, and carries no wait status.
+            result_digest = d.raw_result(result, name, self._may_be_waiting)
+            if result_digest is not None:
+                empty = False
+        if result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
             result_bytes, parsed = d.result(result, name)
             result_digest = d.local(result_bytes)
             empty = _is_empty(parsed)
@@ -331,29 +344,76 @@ class Pipeline:
             # The normalised action, for the state signature. Its digest only tells actions
             # apart inside this run, so it is process-local; the signature exported with a
             # detection is recomputed from keyed BLAKE3 digests (exported_signature).
+            if action_prefix is None:
+                action_prefix = name.strip().lower().encode("utf-8") + b":"  # raises, as below would
             if not has_args:
                 # normalise_action(name, None): folding leaves None as it is.
-                normalised = name.strip().lower().encode("utf-8") + b":null"
+                normalised = action_prefix + b"null"
             elif type(arguments) is str and folds_to_itself(args_bytes):
                 # Arguments decoded from JSON text that folding would not change: their
                 # canonical bytes are already the folded form (see folds_to_itself).
-                normalised = name.strip().lower().encode("utf-8") + b":" + args_bytes
+                normalised = action_prefix + args_bytes
             else:
                 normalised = normalise_action(name, args)
-            action = d.local(normalised)
+            action = hash(normalised) & _MASK  # d.local(normalised)
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
                          call.span_id)
 
+    def _single_step(self, run: RunState, call: ToolCall) -> Step:
+        """The next step of ``run`` when it is one call (the common case), with the run's
+        per-step facts set: :meth:`make_step` and :meth:`_step_facts` in one pass, their
+        general forms reduced to this call's own key, name, times, span and published
+        attributes."""
+        f = self.facts(call)
+        run.turn = turn = run.turn + 1
+        name = call.name
+        wrote = name in self._write_tools and not call.error
+        step = Step(turn, (call,), (f,), f.key, name, call.start_ns, call.end_ns, call.span_id, run.tokens,
+                    0, False, wrote)
+        plan_step = call.plan_step
+        if plan_step is None:
+            run.plan_advanced = False
+        else:
+            run.plan_advanced = plan_step != run.last_plan_step
+            run.last_plan_step = plan_step
+        goal_distance = call.goal_distance
+        if goal_distance is None:
+            run.goal_improved = False
+        else:
+            best = run.best_goal
+            run.goal_improved = best is not None and goal_distance < best
+            if best is None or goal_distance < best:
+                run.best_goal = goal_distance
+        state = call.state
+        run.step_state = state
+        if state is not None:
+            if wrote and state == run.last_state:
+                step.wrote = False  # see _step_facts
+            run.last_state = state
+        run.step_measure = call.measure
+        node = call.node
+        run.step_node = node
+        action = f.action
+        if action is not None and self._want_action:
+            step.signature_parts = parts = _signature_parts(run, call)
+            run.step_signature = hash(_signature_text(parts, [action])) & _MASK  # see _step_facts
+        else:
+            run.step_signature = None
+        result = f.result
+        if result is not None and not f.empty:
+            cap = self.config.max_evidence
+            evidence_array = run.evidence
+            if run.trace.evidence_run is not run or len(evidence_array) >= cap:
+                run.trace.admit_from(run, result)
+            if admit(evidence_array, result, cap):
+                run.evidence_version += 1
+                step.new_evidence = 1
+        run.attempts.note(f.call, bool(call.error), name, f.args, _MAX_ATTEMPTS)
+        return step
+
     def make_step(self, run: RunState, calls: list[ToolCall]) -> Step:
-        """Build the next step of ``run`` from a complete group of calls."""
-        if len(calls) == 1:
-            # One call (the common case): the general form below reduces to this call's
-            # own key, name, times and span.
-            call = calls[0]
-            f = self.facts(call)
-            run.turn += 1
-            return Step(run.turn, (call,), (f,), f.key, call.name, call.start_ns, call.end_ns, call.span_id,
-                        run.tokens, 0, False, call.name in self._write_tools and not call.error)
+        """Build the next step of ``run`` from a complete group of parallel calls (a
+        step of one call is built by :meth:`_single_step`)."""
         facts = tuple(self.facts(c) for c in calls)
         if any(f.key is None for f in facts):
             key = None
@@ -375,16 +435,14 @@ class Pipeline:
         )
 
     def _step_facts(self, run: RunState, step: Step) -> None:
-        """Set the run's per-step facts (published attributes, evidence, signature)."""
+        """Set the run's per-step facts (published attributes, evidence, signature) for a
+        step of parallel calls."""
         calls = step.calls
         first = calls[0]
-        if len(calls) == 1:
-            plan_step, goal_distance, state, measure = first.plan_step, first.goal_distance, first.state, first.measure
-        else:
-            plan_step = next((c.plan_step for c in reversed(calls) if c.plan_step is not None), None)
-            goal_distance = next((c.goal_distance for c in calls if c.goal_distance is not None), None)
-            state = next((c.state for c in reversed(calls) if c.state is not None), None)
-            measure = next((c.measure for c in calls if c.measure is not None), None)
+        plan_step = next((c.plan_step for c in reversed(calls) if c.plan_step is not None), None)
+        goal_distance = next((c.goal_distance for c in calls if c.goal_distance is not None), None)
+        state = next((c.state for c in reversed(calls) if c.state is not None), None)
+        measure = next((c.measure for c in calls if c.measure is not None), None)
         run.plan_advanced = plan_step is not None and plan_step != run.last_plan_step
         if plan_step is not None:
             run.last_plan_step = plan_step
@@ -404,26 +462,12 @@ class Pipeline:
         # The signature is taken before the step's own results are admitted.
         run.step_signature = None
         facts = step.facts
-        if self._want_action and (
-            facts[0].action is not None if len(facts) == 1 else all(f.action is not None for f in facts)
-        ):
-            evidence = first.evidence
-            if evidence is not None:
-                evidence_part = "e:" + ",".join(sorted(evidence))
-                run.derived_evidence_changed = False
-            else:
-                version = run.evidence_version
-                evidence_part = f"v:{version}"
-                run.derived_evidence_changed = version != run.sig_evidence_version
-                run.sig_evidence_version = version
-            obligations = ",".join(sorted(first.obligations)) if first.obligations else ""
-            parts = (first.goal or "", first.node or "", evidence_part, obligations, first.blocked_on or "")
-            step.signature_parts = parts
+        if self._want_action and all(f.action is not None for f in facts):
+            step.signature_parts = parts = _signature_parts(run, first)
             # Process-local, like the action digests it is made of: equal when (and, but
             # for a 2**-63 collision, only when) the exported signature is, which digests
             # the same text with BLAKE3 action digests (exported_signature).
-            actions = [facts[0].action] if len(facts) == 1 else [f.action for f in facts]
-            run.step_signature = hash(_signature_text(parts, actions)) & _MASK  # type: ignore[arg-type]
+            run.step_signature = hash(_signature_text(parts, [f.action for f in facts])) & _MASK  # type: ignore[misc]
         cap = self.config.max_evidence
         trace = run.trace
         attempts = run.attempts
@@ -438,9 +482,7 @@ class Pipeline:
                     run.evidence_version += 1
                     step.new_evidence += 1
             # Remember the attempt for the handoff note.
-            failed = bool(calls[i].error)
-            if not attempts.record(f.call, failed):
-                attempts.add(f.call, _shape(f.tool, f.args), failed, _MAX_ATTEMPTS)
+            attempts.note(f.call, bool(calls[i].error), f.tool, f.args, _MAX_ATTEMPTS)
 
     def exported_signature(self, step: Step) -> int:
         """The state signature of ``step`` as exported with a detection: a keyed BLAKE3
@@ -454,11 +496,13 @@ class Pipeline:
 
     def run_step(self, run: RunState, calls: list[ToolCall]) -> Detection | None:
         """Evaluate one complete group of calls; return the detection to announce, if any."""
-        step = self.make_step(run, calls)
-        self._step_facts(run, step)
-        states = run.states
-        for i, signal in enumerate(self.signals):
-            finding = signal.evaluate(step, states[i], run)
+        if len(calls) == 1:
+            step = self._single_step(run, calls[0])
+        else:
+            step = self.make_step(run, calls)
+            self._step_facts(run, step)
+        for evaluate, state in zip(self._evaluators, run.states, strict=True):
+            finding = evaluate(step, state, run)
             if finding is not None:
                 return self.escalate(run, step, finding)
         return None

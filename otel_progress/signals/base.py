@@ -102,13 +102,12 @@ def holds(window: array[int], value: int) -> bool:
     return i >= 0
 
 
-def count_last(window: array[int]) -> int:
-    """``window.count(window[-1])``: how often the last value occurs in the window. The
-    usual answer is 1 (no earlier copy), known when a byte search for the value's 8 bytes
-    first hits at the last element (an earlier element equal to it would be hit before);
-    otherwise the elements are counted."""
+def count_last(window: array[int], value: int) -> int:
+    """``window.count(value)`` where ``value`` is ``window[-1]``: how often the last value
+    occurs in the window. The usual answer is 1 (no earlier copy), known when a byte search
+    for the value's 8 bytes first hits at the last element (an earlier element equal to it
+    would be hit before); otherwise the elements are counted."""
     data = window.tobytes()
-    value = window[-1]
     if data.find(value.to_bytes(8, _BYTE_ORDER, signed=True)) == len(data) - 8:
         return 1
     return window.count(value)

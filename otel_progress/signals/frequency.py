@@ -35,7 +35,7 @@ class FrequencySignal(Signal):
             state.append(key)
             if len(state) > window:
                 del state[0]
-            n = count_last(state)
+            n = count_last(state, key)
             if n > count:
                 count = n
         if count < self.config.frequency_count:

@@ -44,10 +44,11 @@ class RepeatCycleSignal(Signal):
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
-        state.append(step.key if step.key is not None else -step.turn)
+        key = step.key
+        state.append(key if key is not None else -step.turn)
         if len(state) > self.config.window:
             del state[0]
-        if step.key is None or len(state) < 2:
+        if key is None or len(state) < 2:
             return None
         period = find_period(state)
         if period is None:
