@@ -4,7 +4,7 @@ One :class:`BatchDetector` holds the engine and a bounded table of traces. For e
 ``Export`` request it
 
 1. parses the request *slim* (spans as bytes) and fully parses only the spans that may be
-   tool, agent or model calls (:func:`otlp.may_be_genai`);
+   tool, agent or model calls (:func:`otlp.marked_spans`);
 2. skips GenAI spans already seen in their trace (Collector retries), re-applying the
    annotations they got the first time;
 3. replays the batch's GenAI spans through the engine in time order, as
@@ -24,13 +24,15 @@ spans nested in tool spans, and the parent run of a sub-agent when its parent is
 For a single-agent trace this gives the same detections (reason, turn, span) as the
 in-process processor.
 
-Thread safety: :meth:`BatchDetector.process` takes one lock for the state update; the
-slim parse and the protobuf decoding happen outside it.
+Thread safety: concurrent calls of :meth:`BatchDetector.process` run one at a time, in
+the order they arrived (see there); one lock guards the state against :meth:`maintain`
+and :meth:`known_traces`.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections import OrderedDict, deque
@@ -46,7 +48,7 @@ from ..engine import ProgressEngine
 from ..model import Detection, Scope
 from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call
 from .metrics import ServiceMetrics
-from .otlp import MARKERS, SlimRequest, SlimSpan, span_record
+from .otlp import SlimRequest, SlimSpan, marked_spans, span_record
 
 __all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement", "run_key"]
 
@@ -57,6 +59,9 @@ Loc = tuple[int, int, int]  # (resource index, scope index, span index)
 _MAX_PENDING = 64
 _SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
 _PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
+# A span's leading bytes in the usual layout: the trace id (after its tag and length), the
+# span id's tag, the span id and the parent span id's tag.
+_HEAD = struct.Struct("2x16s2s8s2s")
 
 
 class MalformedRequest(ValueError):
@@ -113,11 +118,14 @@ def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tupl
     wanted = {bytes.fromhex(it.record.parent_id) for it in items if it.record.parent_id}
     out: list[tuple[str, str, str, str]] = []
     for span_bytes in others:
-        if span_bytes[2:18] not in traces:
+        if len(span_bytes) >= _HEAD.size:
+            trace_id, span_tag, span_id, parent_tag = _HEAD.unpack_from(span_bytes)
+            if trace_id not in traces:
+                continue
+            if span_tag == _SPAN_ID_TAG and parent_tag == _PARENT_TAG and span_id not in wanted:
+                continue  # has a parent, and no GenAI span of the batch descends from it
+        elif span_bytes[2:18] not in traces:
             continue
-        if span_bytes[18:20] == _SPAN_ID_TAG and span_bytes[20:28] not in wanted \
-                and span_bytes[28:30] == _PARENT_TAG:
-            continue  # has a parent, and no GenAI span of the batch descends from it
         try:
             slim = SlimSpan.FromString(span_bytes)
         except DecodeError:
@@ -179,10 +187,11 @@ class BatchDetector:
         self._batches: OrderedDict[bytes, tuple[Placement, ...]] = OrderedDict()
         self._max_batches = batch_cache
         self._lock = threading.Lock()
-        self._order = threading.Condition(threading.Lock())
+        self._tickets = threading.Lock()  # guards the four fields below
         self._next_ticket = 0
-        self._done_upto = 0
-        self._finished: set[int] = set()
+        self._done_upto = 0  # every ticket below it has finished
+        self._finished: set[int] = set()  # finished tickets above it
+        self._waiting: dict[int, threading.Lock] = {}  # ticket -> held lock, released at its turn
         self.order_wait = 1.0
         self._engine_evicted = engine.stats.traces_evicted
         self._engine_late = engine.stats.late_calls
@@ -196,24 +205,45 @@ class BatchDetector:
         """Detect on one request's bytes. Raises :class:`MalformedRequest` only for bytes
         that are not an ``ExportTraceServiceRequest``; never for a bad span.
 
-        Concurrent requests are parsed in parallel but update the state in the order they
-        arrived (a ticket each; a request waits at most ``order_wait`` seconds for the
-        ones before it), so that a small batch overtaking a large earlier one while it is
-        being parsed does not make the earlier one's tool calls late."""
-        with self._order:
+        Concurrent requests are detected one at a time, in the order they arrived (a ticket
+        each; a request waits at most ``order_wait`` seconds for the ones before it), so
+        that a small batch cannot overtake a large earlier one and make its tool calls
+        late. Detecting two requests at once would gain nothing: it is Python under one
+        GIL, and interleaving it only adds thread switches."""
+        ticket, turn = self._take_ticket()
+        if turn is not None:
+            turn.acquire(timeout=self.order_wait)
+        try:
+            return self._process(raw)
+        finally:
+            self._finish(ticket)
+
+    def _take_ticket(self) -> tuple[int, threading.Lock | None]:
+        """A ticket, and a held lock released when every earlier ticket has finished (None:
+        they all have)."""
+        with self._tickets:
             ticket = self._next_ticket
             self._next_ticket += 1
-        try:
-            return self._process(raw, ticket)
-        finally:
-            with self._order:
-                self._finished.add(ticket)
-                while self._done_upto in self._finished:
-                    self._finished.discard(self._done_upto)
-                    self._done_upto += 1
-                self._order.notify_all()
+            if self._done_upto == ticket:
+                return ticket, None
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting[ticket] = turn
+            return ticket, turn
 
-    def _process(self, raw: bytes, ticket: int) -> BatchResult:
+    def _finish(self, ticket: int) -> None:
+        """Mark a ticket finished and wake the request whose turn it now is."""
+        with self._tickets:
+            self._waiting.pop(ticket, None)
+            self._finished.add(ticket)
+            while self._done_upto in self._finished:
+                self._finished.discard(self._done_upto)
+                self._done_upto += 1
+            turn = self._waiting.pop(self._done_upto, None)
+        if turn is not None:
+            turn.release()
+
+    def _process(self, raw: bytes) -> BatchResult:
         digest = blake3(raw).digest(length=16) if self._max_batches else b""
         if digest:
             with self._lock:
@@ -230,25 +260,19 @@ class BatchDetector:
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
 
-        # Which marker keys occur at all in this request: usually only "gen_ai.", so most
-        # spans cost one substring search.
-        markers = [m for m in MARKERS if m in raw]
         items: list[_Item] = []
         others: list[bytes] = []
         unreadable = 0
         total = 0
-        first = markers[0] if markers else b""
-        rest = markers[1:]
         for ri, rs in enumerate(slim.resource_spans):
             for si, ss in enumerate(rs.scope_spans):
-                spans = ss.spans
+                spans = list(ss.spans)
                 total += len(spans)
-                if not markers:
-                    continue
-                for j, span_bytes in enumerate(spans):
-                    if first not in span_bytes and not (rest and any(m in span_bytes for m in rest)):
-                        others.append(span_bytes)
-                        continue
+                start = 0
+                for j in marked_spans(spans):
+                    others.extend(spans[start:j])
+                    start = j + 1
+                    span_bytes = spans[j]
                     try:
                         record = span_record(trace_pb2.Span.FromString(span_bytes))
                         kind = classify(record)
@@ -259,6 +283,7 @@ class BatchDetector:
                         items.append(_Item((ri, si, j), record, kind))
                     else:
                         others.append(span_bytes)
+                others.extend(spans[start:])
         result = BatchResult(spans=total, genai=len(items))
         self.metrics.add("progress.service.spans.received", total)
         self.metrics.add("progress.service.spans.unreadable", unreadable)
@@ -267,8 +292,6 @@ class BatchDetector:
             return result
         lineage_only = _lineage_spans(items, others)
 
-        with self._order:
-            self._order.wait_for(lambda: self._done_upto >= ticket, timeout=self.order_wait)
         with self._lock:
             placements = self._process_locked(items, lineage_only, result)
             if digest:

@@ -2,15 +2,18 @@
 span records from protobuf spans, annotation building and gRPC status details.
 
 The slim view parses an ``ExportTraceServiceRequest`` down to its spans *as bytes*
-(``ResourceSpans`` -> ``ScopeSpans`` -> ``repeated bytes spans``). Checking a span's bytes
-for the GenAI attribute keys is a C-level substring search, so the ~90% of spans that are
-not tool, agent or model calls cost almost nothing; only the others are parsed fully.
+(``ResourceSpans`` -> ``ScopeSpans`` -> ``repeated bytes spans``). The GenAI attribute keys
+are looked for with C-level substring searches (:func:`marked_spans`), so the ~90% of
+spans that are not tool, agent or model calls cost almost nothing; only the others are
+parsed fully.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -31,6 +34,7 @@ __all__ = [
     "attributes_dict",
     "iter_slim_spans",
     "key_values",
+    "marked_spans",
     "may_be_genai",
     "retry_info_details",
     "span_record",
@@ -56,6 +60,49 @@ def may_be_genai(span_bytes: bytes) -> bool:
         or b"mcp.method.name" in span_bytes
         or b"llm.token_count" in span_bytes
     )
+
+
+def marked_spans(spans: Sequence[bytes]) -> list[int]:
+    """The indices, ascending, of the serialized spans for which :func:`may_be_genai` is
+    true. The common marker (``gen_ai.``) is looked for span by span; the rare ones in one
+    concatenation of the spans that lack it (a C-level search per occurrence, none per
+    span); an occurrence that straddles two spans does not count."""
+    first = MARKERS[0]
+    hits = [j for j, span_bytes in enumerate(spans) if first in span_bytes]
+    if len(hits) == len(spans):
+        return hits
+    rest: Sequence[int] = range(len(spans))  # indices without the common marker
+    pending = spans
+    if hits:
+        marked = set(hits)
+        rest = [j for j in rest if j not in marked]
+        pending = [spans[j] for j in rest]
+    joined = b"".join(pending)
+    ends = list(accumulate(map(len, pending)))
+    found: set[int] = set()
+    for marker in MARKERS[1:]:
+        found.update(_occurrences(joined, ends, marker))
+    if found:
+        hits.extend(rest[k] for k in found)
+        hits.sort()
+    return hits
+
+
+def _occurrences(joined: bytes, ends: Sequence[int], marker: bytes) -> list[int]:
+    """The indices of the spans concatenated in ``joined`` (ending at the offsets
+    ``ends``) that contain ``marker``."""
+    size = len(marker)
+    found: list[int] = []
+    pos = joined.find(marker)
+    while pos >= 0:
+        k = bisect_right(ends, pos)  # the span that holds position pos
+        end = ends[k]
+        if pos + size <= end:
+            found.append(k)
+            pos = joined.find(marker, end)
+        else:
+            pos = joined.find(marker, pos + 1)
+    return found
 
 
 # -- dynamic message types ------------------------------------------------------------
@@ -203,18 +250,27 @@ def span_record(span: trace_pb2.Span) -> SpanRecord:
     """A protobuf span as the engine's convention-neutral :class:`SpanRecord`.
 
     Raises ``ValueError`` when the ids are not 16 / 8 bytes (an unreadable span)."""
-    if len(span.trace_id) != 16 or len(span.span_id) != 8:
-        raise ValueError(f"bad ids: trace_id {len(span.trace_id)} bytes, span_id {len(span.span_id)} bytes")
+    trace_id = span.trace_id
+    span_id = span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8:
+        raise ValueError(f"bad ids: trace_id {len(trace_id)} bytes, span_id {len(span_id)} bytes")
     parent = span.parent_span_id
+    attributes: dict[str, Any] = {}
+    for kv in span.attributes:  # attributes_dict, with string values (most of them) inline
+        value = kv.value
+        which = value.WhichOneof("value")
+        attributes[kv.key] = value.string_value if which == "string_value" else any_value(value)
+    status = span.status
+    events = span.events
     return SpanRecord(
-        trace_id=span.trace_id.hex(),
-        span_id=span.span_id.hex(),
-        parent_id=parent.hex() if len(parent) == 8 and any(parent) else "",
-        name=span.name,
-        start_ns=int(span.start_time_unix_nano),
-        end_ns=int(span.end_time_unix_nano),
-        attributes=attributes_dict(span.attributes),
-        error=span.status.code == _STATUS_ERROR,
-        status_message=span.status.message,
-        events=[(ev.name, attributes_dict(ev.attributes)) for ev in span.events],
+        trace_id.hex(),
+        span_id.hex(),
+        parent.hex() if len(parent) == 8 and any(parent) else "",
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        attributes,
+        status.code == _STATUS_ERROR,
+        status.message,
+        [(ev.name, attributes_dict(ev.attributes)) for ev in events] if events else [],
     )

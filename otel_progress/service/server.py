@@ -15,6 +15,7 @@ drops).
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
 import os
@@ -382,14 +383,28 @@ def _configure_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _tune_gc() -> None:
+    """Run Python's cyclic garbage collector less often in the service's process.
+
+    The engine's per-trace state is large and long-lived, and with the default thresholds
+    (700, 10, 10) a full collection traverses all of it every few hundred requests: about
+    5% of the CPU per request. Reference counting frees nearly everything a request
+    allocates, so young objects are collected every 10,000 net allocations instead, and
+    the objects of start-up (modules, classes) are frozen out of every collection."""
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
 def run_serve(config: ServiceConfig) -> int:
-    """Run the service until SIGTERM/SIGINT; returns the exit status."""
+    """Run the service until SIGTERM/SIGINT; returns the exit status. The process is the
+    service's own, so its garbage collector is tuned for it (:func:`_tune_gc`)."""
     _configure_logging(config.log_level)
     try:
         service = ProgressService(config).start()
     except (ServiceConfigError, ConfigError) as exc:
         print(f"otel-progress serve: {exc}", file=sys.stderr)
         return 2
+    _tune_gc()
     print(service.describe(), file=sys.stderr, flush=True)
 
     def _stop(signum: int, _frame: Any) -> None:
