@@ -105,8 +105,9 @@ def classify(span: SpanRecord) -> SpanKind:
 
 def _first(a: Mapping[str, Any], *keys: str) -> Any:
     for key in keys:
-        if key in a and a[key] is not None:
-            return a[key]
+        value = a.get(key)
+        if value is not None:
+            return value
     return NOT_CAPTURED
 
 
@@ -241,12 +242,9 @@ def agent_name(span: SpanRecord) -> str | None:
     return name or None
 
 
-@dataclass(slots=True)
-class _Entry:
-    parent_id: str
-    kind: SpanKind
-    name: str
-    agent: str | None
+#: A registered span: ``(parent_id, kind, name, agent)`` (a plain tuple: cheaper to build,
+#: read and keep than an object per span).
+_Entry = tuple[str, SpanKind, str, "str | None"]
 
 
 class Lineage:
@@ -273,7 +271,7 @@ class Lineage:
         """Register a span."""
         if not span_id:
             return
-        self._spans[span_id] = _Entry(parent_id, kind, name, agent)
+        self._spans[span_id] = (parent_id, kind, name, agent)
         if len(self._spans) > self._max:
             self._spans.popitem(last=False)
 
@@ -290,7 +288,7 @@ class Lineage:
 
     def kind(self, span_id: str) -> SpanKind | None:
         entry = self._spans.get(span_id)
-        return None if entry is None else entry.kind
+        return None if entry is None else entry[1]
 
     def resolve(self, parent_id: str) -> tuple[str, str | None, str | None, bool]:
         """For a span with this parent: ``(run_id, agent, node, nested_in_tool)``."""
@@ -302,13 +300,14 @@ class Lineage:
             entry = self._spans.get(current)
             if entry is None:
                 break
-            if entry.kind is SpanKind.AGENT:
-                return current, entry.agent, node, nested
-            if entry.kind is SpanKind.TOOL:
+            parent_id, kind, name, agent = entry
+            if kind is SpanKind.AGENT:
+                return current, agent, node, nested
+            if kind is SpanKind.TOOL:
                 nested = True
             elif node is None:
-                node = entry.name
-            current = entry.parent_id
+                node = name
+            current = parent_id
             seen += 1
         return "", None, node, nested
 
@@ -318,4 +317,4 @@ class Lineage:
         entry = self._spans.get(agent_span_id)
         if entry is None:
             return ""
-        return self.resolve(entry.parent_id)[0]
+        return self.resolve(entry[0])[0]

@@ -256,10 +256,10 @@ def span_record(span: trace_pb2.Span) -> SpanRecord:
         raise ValueError(f"bad ids: trace_id {len(trace_id)} bytes, span_id {len(span_id)} bytes")
     parent = span.parent_span_id
     attributes: dict[str, Any] = {}
-    for kv in span.attributes:  # attributes_dict, with string values (most of them) inline
+    for kv in span.attributes:  # attributes_dict, with non-empty strings (most values) inline
         value = kv.value
-        which = value.WhichOneof("value")
-        attributes[kv.key] = value.string_value if which == "string_value" else any_value(value)
+        text = value.string_value  # "" unless the value is a string
+        attributes[kv.key] = text if text else any_value(value)
     status = span.status
     events = span.events
     return SpanRecord(

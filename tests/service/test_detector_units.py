@@ -1,18 +1,24 @@
 """The detector's fast paths, without gRPC: the marker scan finds exactly the spans
-``may_be_genai`` accepts, the leading-bytes lineage filter agrees with a full parse, and
-concurrent requests are detected one at a time in the order they arrived."""
+``may_be_genai`` accepts, ``span_record`` reads attributes as the generic converter does,
+the leading-bytes lineage filter agrees with a full parse, and concurrent requests are
+detected one at a time in the order they arrived."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
+from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_progress import Config, ProgressEngine
 from otel_progress.service.detector import BatchDetector
-from otel_progress.service.otlp import MARKERS, marked_spans, may_be_genai
+from otel_progress.service.otlp import MARKERS, attributes_dict, marked_spans, may_be_genai, span_record
+from otel_progress.spans import SpanRecord, classify, read_tool_call
 
 from .helpers import http_span, request, span, tool_span
 
@@ -25,6 +31,61 @@ def test_marked_spans_are_exactly_those_may_be_genai_accepts() -> None:
     for _ in range(5000):
         spans = [b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(6))) for _ in range(rnd.randrange(12))]
         assert marked_spans(spans) == [j for j, s in enumerate(spans) if may_be_genai(s)], spans
+
+
+def _any_values() -> list[common_pb2.AnyValue]:
+    """AnyValues of every kind, including the empty and falsy ones."""
+    av = common_pb2.AnyValue
+    return [
+        av(), av(string_value=""), av(string_value="x"), av(string_value='"quoted"'),
+        av(string_value="execute_tool"), av(string_value="TOOL"), av(string_value="tool"),
+        av(string_value="tools/call"), av(string_value="1.5"), av(string_value="a, b"),
+        av(int_value=0), av(int_value=7), av(bool_value=False), av(bool_value=True),
+        av(double_value=0.0), av(double_value=2.5), av(bytes_value=b""), av(bytes_value=b"\xffx"),
+        av(array_value=common_pb2.ArrayValue(values=[av(string_value="e1"), av(int_value=2)])),
+        av(array_value=common_pb2.ArrayValue()),
+        av(kvlist_value=common_pb2.KeyValueList(values=[common_pb2.KeyValue(key="k", value=av(string_value=""))])),
+    ]
+
+
+def test_span_record_reads_attributes_as_the_generic_converter_does() -> None:
+    """Random tool-ish spans of every convention, with values of every type (and repeated
+    keys): the record's attributes equal ``attributes_dict``'s, so the tool call and the
+    classification are the same."""
+    rnd = random.Random(11)
+    keys = ["gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind", "mcp.method.name",
+            "gen_ai.tool.name", "tool.name", "traceloop.entity.name", "gen_ai.tool.call.arguments",
+            "input.value", "traceloop.entity.input", "gen_ai.tool.call.result", "output.value",
+            "traceloop.entity.output", "error.type", "gen_ai.agent.id", "gen_ai.agent.name", "agent.name",
+            "progress.plan.node", "progress.state", "progress.goal.distance", "progress.measure",
+            "progress.evidence", "progress.obligations", "gen_ai.usage.input_tokens", "other"]
+    values = _any_values()
+    for n in range(2000):
+        s = tool_span(1, 2 + n, 1, 1)
+        del s.attributes[:]
+        for _ in range(rnd.randrange(8)):
+            s.attributes.add(key=rnd.choice(keys)).value.CopyFrom(rnd.choice(values))
+        if rnd.random() < 0.3:
+            s.status.code = trace_pb2.Status.STATUS_CODE_ERROR
+            s.status.message = rnd.choice(["", "boom"])
+        if rnd.random() < 0.3:
+            ev = s.events.add(name="exception")
+            ev.attributes.add(key="exception.type").value.CopyFrom(rnd.choice(values))
+        record = span_record(s)
+        generic = attributes_dict(s.attributes)
+        assert record.attributes == generic
+        assert [type(v) for v in record.attributes.values()] == [type(v) for v in generic.values()]
+        reference = replace(record, attributes=generic)
+        assert _outcome(classify, record) == _outcome(classify, reference)
+        assert _outcome(read_tool_call, record) == _outcome(read_tool_call, reference)
+
+
+def _outcome(read: Callable[[SpanRecord], Any], record: SpanRecord) -> Any:
+    """What a reader returns, or the type of what it raises (an odd value may do that)."""
+    try:
+        return read(record)
+    except Exception as exc:  # the exception type is the outcome compared
+        return type(exc)
 
 
 def test_spans_with_an_unusual_layout_are_still_read_for_lineage() -> None:
