@@ -722,7 +722,8 @@ class ProgressSpanProcessor(SpanProcessor):
         """``on_start`` with background analysis: forward, then queue what the worker
         needs of a span the inline mode would register (a snapshot: the attributes may
         still change). Plain spans outside any run are not queued."""
-        self._forward_start(span, parent_context)
+        if self._starters:
+            self._forward_start(span, parent_context)
         try:
             attrs = span._attributes._dict  # type: ignore[attr-defined]
             parent = span._parent
@@ -739,7 +740,11 @@ class ProgressSpanProcessor(SpanProcessor):
             watched[span._context[1]] = True
             if len(watched) > self._max_spans:
                 _trim(watched, self._max_spans)
-            self._put((_START, span, snapshot, span._name))
+            q = self._q
+            if len(q.items) < q.wake_at and q.thread is not None:
+                q.items.append((_START, span, snapshot, span._name))  # _put's common case
+            else:
+                self._put((_START, span, snapshot, span._name))
         except Exception as exc:
             self._fail("on_start", exc)
 
@@ -752,9 +757,13 @@ class ProgressSpanProcessor(SpanProcessor):
             parent = span._parent
             root = parent is None or parent[2]
             plain = _CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
-            if self._watched.pop(span._context[1], False) or root or not plain or self._q.ends:
-                self._q.ends.append(None)
-                self._put((_END, span))
+            q = self._q
+            if self._watched.pop(span._context[1], False) or root or not plain or q.ends:
+                q.ends.append(None)
+                if len(q.items) < q.wake_at and q.thread is not None:
+                    q.items.append((_END, span))  # _put's common case
+                else:
+                    self._put((_END, span))
                 return
         except Exception as exc:
             self._fail("on_end", exc)
@@ -769,7 +778,9 @@ class ProgressSpanProcessor(SpanProcessor):
 
     def _put(self, item: tuple[Any, ...]) -> None:
         """Queue an item for the worker (which polls the queue), starting it on first
-        use, waking it if the queue is filling up. Raises nothing once the item is queued."""
+        use, waking it if the queue is filling up. Raises nothing once the item is queued.
+        (The ending threads append directly while the worker runs and the queue is below
+        ``wake_at``: then there is nothing else to do.)"""
         q = self._q
         if len(q.items) >= q.max_size:
             self._wait_for_room(q)
