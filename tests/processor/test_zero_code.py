@@ -51,10 +51,11 @@ def _metric_points(text: str, name: str) -> list[tuple[dict[str, Any], Any]]:
     return out
 
 
-@pytest.mark.parametrize("analysis", ["inline", "background"])
+@pytest.mark.parametrize("analysis", ["default", "inline", "background"])
 def test_looping_agent_is_annotated_with_no_code_change(analysis: str) -> None:
+    # default: auto, which is background here (the exporting processor is wrapped, no hook);
     # background: the worker's queue is drained by the SDK's shutdown at exit
-    proc = _instrumented("looping_agent.py", {"OTEL_PROGRESS_ANALYSIS": analysis})
+    proc = _instrumented("looping_agent.py", {} if analysis == "default" else {"OTEL_PROGRESS_ANALYSIS": analysis})
     assert "answer: I could not find the refund policy." in proc.stdout
     spans = console_spans(proc.stdout)
     tools = [s for s in spans if s["name"] == "execute_tool search_docs"]
