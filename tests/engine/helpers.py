@@ -7,21 +7,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from otel_progress import Config, Detection, ProgressEngine, ToolCall, parse_manifest
+from otel_progress.demo import DEMO_MANIFEST
 
 S = 1_000_000_000
 
-DEPLOY_MANIFEST = [
-    {
-        "name": "get_build_status",
-        "kind": "wait",
-        "progress_field": "status",
-        "waiting_values": ["queued", "running"],
-        "terminal_values": ["success", "failed", "cancelled", "timed_out"],
-        "max_wait_seconds": 1200,
-        "min_interval_seconds": 5,
-    },
-    {"name": "edit_file", "kind": "write"},
-]
+DEPLOY_MANIFEST = DEMO_MANIFEST  # seed 001's build-status poll and a declared write tool
 
 
 def manifest_config(entries: list[dict[str, Any]] | None = None, **changes: Any) -> Config:

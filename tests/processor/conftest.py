@@ -3,12 +3,13 @@ is wrapped by the progress processor, and GenAI span emitters."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,27 @@ class BrokenEngine(ProgressEngine):
 
     def end_run(self, *args: Any, **kwargs: Any) -> Any:
         raise KeyError("engine bug")
+
+
+def in_forked_child(work: Callable[[], Any]) -> Any:
+    """Run ``work`` in a forked child process and return what it returned (a literal:
+    numbers, strings, booleans and tuples or lists of them, passed back through a pipe).
+    Fails the test if the child raised."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            os.close(read_fd)
+            os.write(write_fd, repr(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    data = b""
+    while chunk := os.read(read_fd, 4096):
+        data += chunk
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return ast.literal_eval(data.decode())

@@ -31,6 +31,7 @@ from .conftest import (
     ExplodingProcessor,
     Rig,
     docs_loop,
+    in_forked_child,
     make_rig,
     progress_events,
     run_docs_loops_in_threads,
@@ -324,33 +325,18 @@ def test_forked_child_starts_afresh_with_its_own_worker() -> None:
     while not detections and time.monotonic() < deadline:
         time.sleep(0.01)
     assert detections and r.processor.queued > 0
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 1
-        try:
-            os.close(read_fd)
-            gate.open.set()  # (the child's copy; no worker in the child until its first span)
-            exported_before = len(r.exporter.get_finished_spans())
-            fresh = (r.processor.queued, r.processor.open_spans, r.processor.tracked_traces,
-                     r.processor.active_runs)
-            before = len(detections)
-            docs_loop(r.agent(), turns=5)
-            flushed = r.processor.force_flush(10_000)
-            found = [(d.reason.value, d.turn) for d in detections[before:]]
-            new_spans = len(r.exporter.get_finished_spans()) - exported_before
-            os.write(write_fd, repr((fresh, found, flushed, new_spans)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    data = b""
-    while chunk := os.read(read_fd, 4096):
-        data += chunk
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    fresh, found, flushed, new_spans = eval(data.decode())  # a repr of ints and strings written by the child
+    def child() -> tuple[Any, ...]:
+        gate.open.set()  # (the child's copy; no worker in the child until its first span)
+        exported_before = len(r.exporter.get_finished_spans())
+        fresh = (r.processor.queued, r.processor.open_spans, r.processor.tracked_traces,
+                 r.processor.active_runs)
+        before = len(detections)
+        docs_loop(r.agent(), turns=5)
+        flushed = r.processor.force_flush(10_000)
+        found = [(d.reason.value, d.turn) for d in detections[before:]]
+        return fresh, found, flushed, len(r.exporter.get_finished_spans()) - exported_before
+
+    fresh, found, flushed, new_spans = in_forked_child(child)
     assert fresh == (0, 0, 0, 0)
     assert found == [("barren", 4)]
     assert flushed is True

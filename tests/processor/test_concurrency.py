@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from typing import Any
 
 import pytest
 
 from otel_progress import Config
 
-from .conftest import docs_loop, make_rig, progress_events, run_docs_loops_in_threads
+from .conftest import docs_loop, in_forked_child, make_rig, progress_events, run_docs_loops_in_threads
 
 
 def _expected_per_run() -> list[tuple[str, int, int]]:
@@ -55,28 +56,13 @@ def test_state_is_reset_in_a_forked_child() -> None:
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}):
         pass
     assert r.processor.tracked_traces == 1
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 1
-        try:
-            os.close(read_fd)
-            fresh = (r.processor.open_spans, r.processor.tracked_traces, r.processor.active_runs)
-            before = len(r.detections)
-            docs_loop(r.agent(), turns=5)
-            found = [(d.reason.value, d.turn) for d in r.detections[before:]]
-            os.write(write_fd, repr((fresh, found)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    data = b""
-    while chunk := os.read(read_fd, 4096):
-        data += chunk
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    fresh, found = eval(data.decode())  # a repr of ints and strings written by the child
+    def child() -> tuple[Any, ...]:
+        fresh = (r.processor.open_spans, r.processor.tracked_traces, r.processor.active_runs)
+        before = len(r.detections)
+        docs_loop(r.agent(), turns=5)
+        return fresh, [(d.reason.value, d.turn) for d in r.detections[before:]]
+
+    fresh, found = in_forked_child(child)
     assert fresh == (0, 0, 0)
     assert found == [("barren", 4)]
     # the parent is unaffected
