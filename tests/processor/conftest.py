@@ -4,7 +4,6 @@ is wrapped by the progress processor, and GenAI span emitters."""
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_progress import Config, Detection, ProgressEngine, ProgressSpanProcessor
 from otel_progress.demo import ScriptedAgent
+from tests.otel_console import console_spans, json_objects  # noqa: F401 - re-exported to the tests
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -107,31 +107,6 @@ def run_script(args: list[str], env: dict[str, str] | None = None, timeout: floa
     full_env.update(env or {})
     return subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=timeout,
                           cwd=str(cwd or ROOT), check=False)
-
-
-def json_objects(text: str) -> list[Any]:
-    """Every top-level JSON object in a stream of concatenated JSON documents (what the
-    console exporters print)."""
-    decoder = json.JSONDecoder()
-    out: list[Any] = []
-    i = 0
-    n = len(text)
-    while i < n:
-        j = text.find("{", i)
-        if j < 0:
-            break
-        try:
-            obj, end = decoder.raw_decode(text, j)
-        except ValueError:
-            i = j + 1
-            continue
-        out.append(obj)
-        i = end
-    return out
-
-
-def console_spans(text: str) -> list[dict[str, Any]]:
-    return [o for o in json_objects(text) if isinstance(o, dict) and "context" in o and "name" in o]
 
 
 PYTHON = sys.executable
