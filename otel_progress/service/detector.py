@@ -57,6 +57,20 @@ _log = logging.getLogger(__name__)
 Loc = tuple[int, int, int]  # (resource index, scope index, span index)
 
 _MAX_PENDING = 64
+
+# The memory budget (``max_state_bytes``) counts an estimate of what each trace holds,
+# calibrated with tracemalloc on CPython 3.11 (tests/service/test_faults.py checks it
+# against tracemalloc): the detector's and the engine's per-trace objects, each engine run
+# (its windows grow with its first calls, then stay bounded), each span remembered in the
+# lineage table (plus its name, stored truncated) and in the retry table.
+TRACE_BYTES = 3072
+RUN_BYTES = 3072
+CALL_BYTES = 64
+CALLS_PER_RUN = 128  # an engine run's state stops growing after about this many calls
+LINEAGE_BYTES = 300
+SEEN_BYTES = 160
+CLOSED_BYTES = 150  # one remembered id of a closed trace
+NAME_CAP = 128  # characters of a span name kept in the lineage table (plan nodes)
 _SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
 _PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
 # A span's leading bytes in the usual layout: the trace id (after its tag and length), the
@@ -96,10 +110,15 @@ class BatchResult:
 
 
 class _Trace:
-    __slots__ = ("complete_at", "last_seen", "lineage", "pending", "seen", "trace_id")
+    __slots__ = ("calls", "complete_at", "held", "last_seen", "lineage", "names", "pending", "runs", "seen",
+                 "trace_id")
 
     def __init__(self, trace_id: str, max_spans: int, now: float) -> None:
         self.trace_id = trace_id
+        self.held = 0  # estimated bytes, as last counted in BatchDetector.held_bytes
+        self.calls = 0  # tool calls given to the engine
+        self.names = 0  # characters of the span names registered in the lineage
+        self.runs: set[str] = set()  # run keys given to the engine
         self.lineage = Lineage(max_spans=max_spans)
         # span id -> detections placed on it (empty tuple: seen, nothing placed)
         self.seen: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
@@ -107,6 +126,14 @@ class _Trace:
         self.complete_at: float | None = None
         # run key -> detections not yet written on the run's agent span
         self.pending: dict[str, list[Detection]] = {}
+
+    def estimate(self) -> int:
+        """Estimated bytes this trace holds, in the detector and in the engine."""
+        runs = max(1, len(self.runs))
+        lineage = len(self.lineage)
+        return (TRACE_BYTES + RUN_BYTES * runs + CALL_BYTES * min(self.calls, CALLS_PER_RUN * runs)
+                + LINEAGE_BYTES * lineage + min(self.names, NAME_CAP * lineage) + SEEN_BYTES * len(self.seen)
+                + 200 * sum(len(p) for p in self.pending.values()))
 
 
 def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tuple[str, str, str, str]]:
@@ -173,8 +200,11 @@ class BatchDetector:
         trace_ttl: float = 300.0,
         close_delay: float = 30.0,
         batch_cache: int = 4096,
+        max_state_bytes: int = 384 * 1024 * 1024,
     ) -> None:
         self.engine = engine
+        self.max_state_bytes = max_state_bytes
+        self._held = 0  # estimated bytes of the traces in state (see _Trace.estimate)
         self.metrics = metrics if metrics is not None else ServiceMetrics()
         self.max_traces = max_traces
         self.max_spans = max_spans_per_trace
@@ -198,6 +228,7 @@ class BatchDetector:
         self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self._traces))
         self.metrics.gauge_callback("progress.service.state.runs", lambda: engine.active_runs)
         self.metrics.gauge_callback("progress.service.state.spans", self._state_spans)
+        self.metrics.gauge_callback("progress.service.state.bytes", lambda: self.held_bytes)
 
     # -- public -----------------------------------------------------------------------
 
@@ -318,6 +349,13 @@ class BatchDetector:
     def trace_count(self) -> int:
         return len(self._traces)
 
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes of the state held: the traces (see :data:`TRACE_BYTES` and the
+        constants after it) and the ids of recently closed traces. What
+        ``max_state_bytes`` bounds."""
+        return self._held + CLOSED_BYTES * len(self._closed)
+
     # -- internals --------------------------------------------------------------------
 
     def _state_spans(self) -> int:
@@ -341,16 +379,38 @@ class BatchDetector:
         reopened = self._closed.pop(trace_id, False) is None
         while len(self._traces) >= self.max_traces:
             old_id, old = self._traces.popitem(last=False)
-            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early")
+            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early",
+                        "max_traces")
         entry = self._traces[trace_id] = _Trace(trace_id, self.max_spans, now)
+        entry.held = entry.estimate()
+        self._held += entry.held
         return entry, reopened
 
-    def _close(self, trace_id: str, entry: _Trace, why: str) -> None:
+    def _close(self, trace_id: str, entry: _Trace, why: str, reason: str = "") -> None:
+        self._held -= entry.held
+        entry.held = 0
         self.engine.end_trace(trace_id)
         self._closed[trace_id] = None
         while len(self._closed) > self._max_closed:
             self._closed.popitem(last=False)
-        self.metrics.add(f"progress.service.traces.{why}")
+        labels = {"reason": reason} if why == "evicted_early" and reason else None
+        self.metrics.add(f"progress.service.traces.{why}", 1, labels)
+
+    def _recount(self, entries: Mapping[str, _Trace]) -> None:
+        """Update the held-bytes estimate of the traces a batch touched, then evict the
+        least recently used traces while the state is over ``max_state_bytes`` (the
+        trace touched last is always kept)."""
+        for entry in entries.values():
+            if entry.held:  # still in state
+                new = entry.estimate()
+                self._held += new - entry.held
+                entry.held = new
+        while self.held_bytes > self.max_state_bytes and len(self._traces) > 1:
+            old_id, old = self._traces.popitem(last=False)
+            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early",
+                        "memory_budget")
+        while self.held_bytes > self.max_state_bytes and self._closed:  # ids of closed traces come last
+            self._closed.popitem(last=False)
 
     def _expire(self, now: float) -> None:
         limit = now - self.trace_ttl
@@ -380,7 +440,7 @@ class BatchDetector:
         evicted = stats.traces_evicted - self._engine_evicted
         if evicted:
             self._engine_evicted = stats.traces_evicted
-            self.metrics.add("progress.service.traces.evicted_early", evicted)
+            self.metrics.add("progress.service.traces.evicted_early", evicted, {"reason": "max_runs"})
         late = stats.late_calls - self._engine_late
         if late:
             self._engine_late = stats.late_calls
@@ -408,6 +468,8 @@ class BatchDetector:
             if entry is None:
                 continue
             if sid not in entry.seen:
+                name = name[:NAME_CAP]
+                entry.names += len(name)
                 entry.lineage.add(sid, parent, SpanKind.OTHER, name)
             if not parent:
                 self._mark_complete(entry, now)
@@ -429,7 +491,9 @@ class BatchDetector:
                 continue
             in_batch[key] = it
             fresh.append(it)
-            entry.lineage.add(rec.span_id, rec.parent_id, it.kind, rec.name,
+            name = rec.name[:NAME_CAP]
+            entry.names += len(name)
+            entry.lineage.add(rec.span_id, rec.parent_id, it.kind, name,
                               agent_name(rec) if it.kind is SpanKind.AGENT else None)
             if not rec.parent_id:
                 self._mark_complete(entry, now)
@@ -463,6 +527,9 @@ class BatchDetector:
                 key = run_key(rec.attributes)
                 call = read_tool_call(rec, run_id=key, agent=agent, node=node)
                 tool_calls += 1
+                entry.calls += 1
+                if len(entry.runs) < 64:
+                    entry.runs.add(key)
                 found(entry, engine.observe(call))
                 touched[(rec.trace_id, key)] = None
             elif it.kind is SpanKind.MODEL:
@@ -470,6 +537,8 @@ class BatchDetector:
                 found(entry, engine.flush(rec.trace_id, key))
                 engine.record_tokens(rec.trace_id, key, read_tokens(rec))
                 touched[(rec.trace_id, key)] = None
+                if len(entry.runs) < 64:
+                    entry.runs.add(key)
             else:  # agent
                 key = run_key(rec.attributes)
                 if not (key and engine.run_state(rec.trace_id, key) is not None):
@@ -526,6 +595,7 @@ class BatchDetector:
         self.metrics.add("progress.service.spans.duplicate", duplicates)
         self.metrics.add("progress.service.spans.late", late)
         self._sync_engine_stats()
+        self._recount(entries)
         if self._traces and next(iter(self._traces.values())).last_seen <= now - self.trace_ttl:
             self._expire(now)
         return placements

@@ -68,8 +68,8 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.batches.annotated", "counter", "1",
               "Requests forwarded re-serialised because they gained an annotation."),
     MetricDef("progress.service.traces.evicted_early", "counter", "1",
-              "Traces dropped from state before their root span arrived, to respect max traces (or the"
-              " engine's max runs)."),
+              "Traces dropped from state before their root span arrived, by reason: max_traces,"
+              " memory_budget (max state MiB) or max_runs (the engine's)."),
     MetricDef("progress.service.traces.expired", "counter", "1",
               "Traces dropped after the idle TTL without their root span."),
     MetricDef("progress.service.traces.completed", "counter", "1",
@@ -77,6 +77,8 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.state.traces", "gauge", "1", "Traces held in state."),
     MetricDef("progress.service.state.runs", "gauge", "1", "Agent runs held in the engine."),
     MetricDef("progress.service.state.spans", "gauge", "1", "Spans remembered in per-trace lineage tables."),
+    MetricDef("progress.service.state.bytes", "gauge", "By",
+              "Estimated bytes of the state held (what --max-state-mib bounds)."),
     MetricDef("progress.service.forward.failures", "counter", "1",
               "Forwards to the downstream endpoint that failed, by gRPC code."),
     MetricDef("progress.service.inflight", "gauge", "1", "Export requests being handled."),

@@ -58,6 +58,7 @@ class ServiceConfig:
     trace_ttl: float = 300.0
     close_delay: float = 30.0
     batch_cache: int = 4096
+    max_state_mib: int = 384
     drain_timeout: float = 10.0
     service_name: str = "otel-progress"
     instance_id: str = ""
@@ -81,7 +82,8 @@ class ServiceConfig:
                 raise ServiceConfigError(f"{name}: expected HOST:PORT, got {value!r}")
         if self.mode == "inline" and not self.forward_endpoint:
             raise ServiceConfigError("forward_endpoint: inline mode needs a downstream OTLP/gRPC endpoint")
-        for name in ("max_receive_mib", "workers", "max_inflight", "max_traces", "max_spans_per_trace"):
+        for name in ("max_receive_mib", "workers", "max_inflight", "max_traces", "max_spans_per_trace",
+                     "max_state_mib"):
             if getattr(self, name) < 1:
                 raise ServiceConfigError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
         if self.batch_cache < 0:
@@ -174,6 +176,9 @@ OPTIONS: tuple[_Opt, ...] = (
     _Opt("max_spans_per_trace", "spans remembered per trace for lineage and retries (default 10000)", "N"),
     _Opt("trace_ttl", "seconds a trace without new spans is kept (default 300)", "SECONDS"),
     _Opt("close_delay", "seconds a trace is kept after its root span arrived (default 30)", "SECONDS"),
+    _Opt("max_state_mib", "memory budget of the state held (traces, runs, lineage), MiB, as estimated;"
+         " beyond it the least recently used traces are evicted (default 384: fits the 1 GiB limit of"
+         " collector-config/k8s)", "MIB"),
     _Opt("batch_cache", "digests of answered requests remembered, for retries (default 4096; 0: off)", "N"),
     _Opt("drain_timeout", "seconds to finish requests in flight on SIGTERM/SIGINT (default 10)", "SECONDS"),
     _Opt("service_name", "service.name of the service's own telemetry (default otel-progress)", "NAME"),

@@ -97,6 +97,7 @@ class ProgressService:
             self.engine, self.metrics,
             max_traces=cfg.max_traces, max_spans_per_trace=cfg.max_spans_per_trace,
             trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, batch_cache=cfg.batch_cache,
+            max_state_bytes=cfg.max_state_mib * 1024 * 1024,
         )
         self._token = cfg.token()
         self._forwarder: Forwarder | None = None
@@ -219,7 +220,8 @@ class ProgressService:
         if self._health is not None:
             hhost = cfg.health_listen.rpartition(":")[0]
             lines.append(f"  health: http://{hhost}:{self.health_port}/healthz /readyz /metrics /traces")
-        lines.append(f"  state: at most {cfg.max_traces} traces, idle TTL {cfg.trace_ttl:g}s,"
+        lines.append(f"  state: at most {cfg.max_traces} traces and {cfg.max_state_mib} MiB,"
+                     f" idle TTL {cfg.trace_ttl:g}s,"
                      f" closed {cfg.close_delay:g}s after the root span")
         return "\n".join(lines)
 
