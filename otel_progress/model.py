@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .limits import attribute_value
+
 __all__ = [
     "EVENT_LIVELOCK",
     "EVENT_NO_PROGRESS",
@@ -175,17 +177,18 @@ class Detection:
         return self.reason.event
 
     def event_attributes(self) -> dict[str, Any]:
-        """The attributes of the span event, in the documented schema."""
+        """The attributes of the span event, in the documented schema (string values
+        within :data:`otel_progress.limits.MAX_ATTRIBUTE_BYTES`)."""
         attrs: dict[str, Any] = {
             "progress.reason": self.reason.value,
             "progress.turn": self.turn,
             "progress.level": int(self.level),
             "progress.action": self.level.action,
             "progress.scope": self.scope.value,
-            "progress.tool": self.tool,
+            "progress.tool": attribute_value(self.tool),
         }
         for key, value in self.figures.items():
-            attrs["progress." + key] = value
+            attrs["progress." + key] = attribute_value(value)
         return attrs
 
     def span_attributes(self) -> dict[str, Any]:
