@@ -61,6 +61,7 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}[\\/]?")
 _DIGITS = re.compile(r"\d+")
+_NOISE = re.compile(r"(?:[^\w\s<>]|_){2,}|[\r\b]|(?:N\s*[%/]\s*)+N?")
 _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )
@@ -237,13 +238,16 @@ def error_signature_text(
     """The text of an error signature: tool, error type and a normalised message.
 
     Paths, UUIDs, hex ids and digits in the message are folded, so the same failure
-    reached with other arguments (another id, another line number) has one signature.
+    reached with other arguments (another id, another line number) has one signature;
+    so are runs of punctuation (progress bars, spinners, ``....``), so a killed command
+    whose partial output differs in how far its progress display got is one failure.
     """
     msg = (message or "")[: limit * 4]
     msg = _UUID.sub("<id>", msg)
     msg = _PATH.sub("<path>", msg)
     msg = _HEXID.sub("<hex>", msg)
     msg = _DIGITS.sub("N", msg)
+    msg = _NOISE.sub(" ", msg)
     msg = _WS.sub(" ", msg).strip().lower()[:limit]
     return f"{tool}|{error_type or ''}|{msg}"
 

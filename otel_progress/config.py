@@ -59,6 +59,7 @@ class Config:
     signature_visits: int = 3
     measure_visits: int = 3
     error_threshold: int = 5
+    repeat_failure_threshold: int = 3
     reorder_window: int = 16
     max_evidence: int = 256
     volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
@@ -75,7 +76,7 @@ class Config:
         for name in (
             "window", "frequency_count", "frequency_window", "barren_threshold",
             "revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
-            "max_evidence", "max_runs",
+            "repeat_failure_threshold", "max_evidence", "max_runs",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

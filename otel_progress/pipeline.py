@@ -11,10 +11,9 @@ re-announced each turn, and nothing is announced past level 3.
 
 from __future__ import annotations
 
-import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -22,6 +21,7 @@ import orjson
 
 from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
+from .content import ResultMemory, command_of, is_ack, is_deliberate_wait, is_empty, is_silent
 from .escalation import Attempts, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
 from .signals import CallFacts, Signal, Step
@@ -39,33 +39,6 @@ _MAX_TOOLS = 1024  # tool names whose derived facts Pipeline._tool keeps
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
-_EMPTY_TEXT = re.compile(
-    r"^(?:(?:0|no|zero|none)\s+(?:results?|matches|hits|items|documents|docs|records|rows|entries|files)"
-    r"(?:\s+found)?|no\s+results?\s+found|nothing\s+found|not\s+found|none|null|\[\]|\{\})\.?$",
-    re.IGNORECASE,
-)
-
-
-_ACK_TEXT = re.compile(
-    r"^(?:ok|okay|done|success|succeeded|saved|updated|written|applied|created|deleted|modified|true"
-    r"|successfully\b[^\n]{0,200}|(?:file|changes?)\s+(?:saved|written|updated|applied)[^\n]{0,120})\.?$",
-    re.IGNORECASE,
-)
-_ACK_KEYS = frozenset({"ok", "success", "status", "result", "message", "updated", "written", "applied"})
-
-
-def _is_ack(value: Any) -> bool:
-    """Whether a parsed result only acknowledges that a request was carried out."""
-    if value is True:
-        return True
-    if isinstance(value, str):
-        return len(value) <= 300 and bool(_ACK_TEXT.match(value.strip()))
-    if isinstance(value, Mapping) and 0 < len(value) <= 3 and set(value) <= _ACK_KEYS:
-        return all(v is True or (isinstance(v, (str, int)) and _is_ack(str(v))) or v in (1, 200, 201, 204)
-                   for v in value.values())
-    return False
-
-
 def _status_value(text: str, at: int) -> str:
     """The value after a status marker ending at ``at``, as ``_may_be_waiting`` compares it:
     up to 48 characters, separators and the opening quote skipped, up to the closing
@@ -95,26 +68,6 @@ def _may_be_waiting(text: str, waiting: frozenset[str]) -> bool:
         if _status_value(text, i + 7) in waiting:
             return True
         i = text.find('"phase"', i + 1)
-    return False
-
-
-def _is_empty(value: Any, depth: int = 0) -> bool:
-    """Whether a parsed result carries nothing: no text, no items, only zeros."""
-    if value is None or value is False:
-        return True
-    if isinstance(value, str):
-        text = value.strip()
-        return not text or bool(_EMPTY_TEXT.match(text))
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, (int, float)):
-        return value == 0
-    if depth > 4:
-        return False
-    if isinstance(value, Mapping):
-        return all(_is_empty(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return all(_is_empty(v, depth + 1) for v in value)
     return False
 
 
@@ -177,6 +130,7 @@ class RunState:
         "last_state",
         "late",
         "level",
+        "memory",
         "pending",
         "pipeline",
         "plan_advanced",
@@ -220,6 +174,7 @@ class RunState:
         self.late = 0
         self.duplicates = 0
         self.attempts = Attempts()
+        self.memory = ResultMemory()
         # per-step facts, set by the pipeline before the signals run
         self.plan_advanced = False
         self.goal_improved = False
@@ -296,43 +251,64 @@ class Pipeline:
         tools[name] = tool
         return tool
 
-    def facts(self, call: ToolCall) -> CallFacts:
-        """Compute the digests of one call."""
+    def facts(self, call: ToolCall, run: RunState | None = None) -> CallFacts:
+        """Compute the digests of one call (``run``: the run it belongs to, whose memory
+        of recent results learns volatile fields and recognises reworded results)."""
         d = self.digester
         name = call.name
         call_prefix, action_prefix, wait_tool = self._tools.get(name) or self._tool(name)
         arguments = call.arguments
         has_args = arguments is not NOT_CAPTURED and arguments is not None
+        command: str | None = None
         if has_args:
             args = parse_json_value(arguments)
             try:  # d.arguments(args), without its second look at the already parsed value
                 args_bytes = orjson.dumps(args, option=_SORT)
             except TypeError:  # (orjson.JSONEncodeError is one)
                 args_bytes = d.arguments(args)
+            if type(args) is dict:
+                command = command_of(args)
         else:
             args = None
             args_bytes = b""
         call_digest = d.digest(call_prefix + args_bytes)
+        memory = run.memory if run is not None else None
+        repeated = memory is not None and memory.repeats(name, call_digest)
         result_digest: int | None = None
         parsed: Any = None
         empty = True
+        silent = False
         ack = False
+        incidental = False
         result = call.result
-        if type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool:
+        if (type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool
+                and not repeated):
             # A long JSON result of a tool without volatile fields, with no waiting status
-            # to parse for the implicit wait check: digest it as received. It is neither
-            # empty nor an acknowledgement, and carries no wait status.
+            # to parse for the implicit wait check, answering a request that is not a
+            # repeat (where volatile fields are learned): digest it as received. It is
+            # neither empty nor an acknowledgement, and carries no wait status.
             result_digest = d.raw_result(result, name, self._may_be_waiting)
             if result_digest is not None:
                 empty = False
         if result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
             result_bytes, parsed = d.result(result, name)
+            if memory is not None and type(parsed) is dict and not call.error:
+                result_bytes = self._learned(memory, name, call_digest, parsed, result_bytes)
             result_digest = d.local(result_bytes)
-            empty = _is_empty(parsed)
-            ack = not call.error and not empty and _is_ack(parsed)
+            empty = is_empty(parsed)
+            silent = empty and is_silent(parsed)
+            ack = not call.error and not empty and is_ack(parsed)
+            if memory is not None and type(parsed) is str and not empty and not call.error:
+                incidental = memory.reworded(name, call_digest, parsed)
         error: int | None = None
         if call.error:
-            error = d.text(error_signature_text(name, call.error_type, call.error_message))
+            message = call.error_message
+            text = error_signature_text(name, call.error_type, message)
+            if not (message or "").strip():
+                # A failure with no message: the request is all that tells it from other
+                # silent failures of the tool (each failing command its own signature).
+                text += "|" + str(call_digest)
+            error = d.text(text)
         # The turn key: the request and what came back. A failed call has no key: a retry
         # after a transient error is legitimate; repeated failures are judged by the
         # error-recurrence and state-signature signals instead.
@@ -357,14 +333,29 @@ class Pipeline:
                 normalised = normalise_action(name, args)
             action = hash(normalised) & _MASK  # d.local(normalised)
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id)
+                         call.span_id, command is not None, silent,
+                         command is not None and not call.error and is_deliberate_wait(command), incidental)
+
+    def _learned(self, memory: ResultMemory, name: str, request: int, parsed: dict[str, Any],
+                 result_bytes: bytes) -> bytes:
+        """The canonical bytes of a JSON-object result without the fields learned volatile
+        for its tool (learning from this result first)."""
+        d = self.digester
+
+        def rest(fields: frozenset[str]) -> int:
+            return d.local(d.result({k: v for k, v in parsed.items() if k not in fields}, name)[0])
+
+        memory.learn(name, request, parsed, rest)
+        if name in memory.learned:
+            return d.result(memory.strip(name, parsed), name)[0]
+        return result_bytes
 
     def _single_step(self, run: RunState, call: ToolCall) -> Step:
         """The next step of ``run`` when it is one call (the common case), with the run's
         per-step facts set: :meth:`make_step` and :meth:`_step_facts` in one pass, their
         general forms reduced to this call's own key, name, times, span and published
         attributes."""
-        f = self.facts(call)
+        f = self.facts(call, run)
         run.turn = turn = run.turn + 1
         name = call.name
         wrote = name in self._write_tools and not call.error
@@ -400,7 +391,7 @@ class Pipeline:
         else:
             run.step_signature = None
         result = f.result
-        if result is not None and not f.empty:
+        if result is not None and not f.empty and not f.incidental:
             cap = self.config.max_evidence
             evidence_array = run.evidence
             if run.trace.evidence_run is not run or len(evidence_array) >= cap:
@@ -414,7 +405,7 @@ class Pipeline:
     def make_step(self, run: RunState, calls: list[ToolCall]) -> Step:
         """Build the next step of ``run`` from a complete group of parallel calls (a
         step of one call is built by :meth:`_single_step`)."""
-        facts = tuple(self.facts(c) for c in calls)
+        facts = tuple(self.facts(c, run) for c in calls)
         if any(f.key is None for f in facts):
             key = None
         else:
@@ -475,7 +466,7 @@ class Pipeline:
             # Admit the result as evidence, to the trace and to the run (the trace first:
             # while it shares the run's evidence, it must see it as it was).
             result = f.result
-            if result is not None and not f.empty:
+            if result is not None and not f.empty and not f.incidental:
                 if trace.evidence_run is not run or len(run.evidence) >= cap:
                     trace.admit_from(run, result)  # (else it shares the run's evidence: nothing to do)
                 if admit(run.evidence, result, cap):

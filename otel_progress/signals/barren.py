@@ -10,11 +10,15 @@ from .base import Signal, Step
 __all__ = ["BarrenSignal"]
 
 
+_MAX_COMMANDS = 512
+
+
 class _State:
-    __slots__ = ("barren", "last_call")
+    __slots__ = ("barren", "commands", "last_call")
 
     def __init__(self) -> None:
         self.last_call: dict[str, int] = {}  # tool -> digest of its last request
+        self.commands: set[int] = set()  # request digests of the commands run so far
         self.barren = 0
 
 
@@ -27,7 +31,14 @@ class BarrenSignal(Signal):
     when the goal distance improved. Other steps are barren; ``barren_threshold`` in a row
     fire. Comparing with everything the run has seen, not only the tool's previous result,
     also catches paging that wraps around to pages already read. Exempt wait polls are
-    neither; steps without captured content are judged only by the published facts."""
+    neither; steps without captured content are judged only by the published facts.
+
+    A command (a call whose arguments carry a command: a shell or terminal tool) that
+    succeeds silently is an undeclared write when the run has not sent that command
+    before: ``mkdir -p out``, ``chmod +x run.sh``, ``tmux send-keys … Enter`` print
+    nothing because they changed the world, not because nothing was found. The same
+    command again, silent again, is not progress. A result that says nothing was found
+    (``0 results``) is never progress, command or not."""
 
     name = "barren"
 
@@ -50,6 +61,14 @@ class BarrenSignal(Signal):
             if facts.ack and run.step_state is None and state.last_call.get(facts.tool) != facts.call:
                 progress = True  # a published state that did not change outranks the acknowledgement
             state.last_call[facts.tool] = facts.call
+            if facts.command and facts.error is None:
+                commands = state.commands
+                if facts.call not in commands:
+                    if facts.silent and run.step_state is None:
+                        progress = True  # a new command that printed nothing: it did something
+                    if len(commands) >= _MAX_COMMANDS:
+                        commands.clear()
+                    commands.add(facts.call)
         if progress:
             state.barren = 0
             return None

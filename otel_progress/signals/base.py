@@ -41,6 +41,10 @@ class CallFacts:
     action: int | None  # process-local digest of the normalised action; None: no content
     args: Any  # the arguments, parsed from JSON where they were JSON (None: absent)
     span_id: str
+    command: bool = False  # the arguments carry a command (a shell/terminal-style call)
+    silent: bool = False  # the result has no text at all (not even "0 results")
+    wait: bool = False  # a successful command that waits on purpose (``sleep 5 && cat log``)
+    incidental: bool = False  # the result rewords the tool's previous answer to this request
 
 
 @dataclass(slots=True)

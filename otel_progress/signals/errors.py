@@ -1,4 +1,5 @@
-"""Error recurrence (seed 004, signal 3): one error signature, whatever the arguments."""
+"""Error recurrence (seed 004, signal 3): one error signature, whatever the arguments; and
+the same failing request sent again and again."""
 
 from __future__ import annotations
 
@@ -10,34 +11,78 @@ from .base import Signal, Step
 __all__ = ["ErrorRecurrenceSignal"]
 
 _MAX_SIGNATURES = 32
+_MAX_TOOLS = 32
+
+
+class _State:
+    __slots__ = ("counts", "streaks")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}  # error signature -> failures in the run
+        # tool -> (request digest, error signature, identical failures in a row)
+        self.streaks: dict[str, tuple[int, int, int]] = {}
 
 
 class ErrorRecurrenceSignal(Signal):
     """Counts failures per error signature (tool, error type, normalised message) and
     fires when one reaches ``error_threshold`` in the run. Works with content capture
-    off, since status, ``error.type`` and exception events are always recorded."""
+    off, since status, ``error.type`` and exception events are always recorded.
+
+    It also fires when one tool was sent the identical request (same canonical
+    arguments) ``repeat_failure_threshold`` times in a row and every time failed with the
+    same error signature: one retry after a transient error is legitimate, a third
+    identical refusal is not transient. Calls of other tools in between (a ``think``, a
+    lookup) do not break the streak; a success of the tool or another request to it does.
+    A failure with no message is told apart by its request, so unrelated silent failures
+    (different commands exiting nonzero) never add up to one signature. Without captured
+    arguments only the signature count applies (names alone are never compared)."""
 
     name = "errors"
 
-    def new_state(self) -> dict[int, int]:
-        return {}
+    def new_state(self) -> _State:
+        return _State()
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         fired: tuple[int, int] | None = None
+        streak_fired: tuple[int, int] | None = None
+        counts = state.counts
+        streaks = state.streaks
         for facts in step.facts:
-            if facts.error is None:
+            error = facts.error
+            if error is None:
+                if streaks and facts.tool in streaks:
+                    del streaks[facts.tool]
                 continue
-            count = state.get(facts.error, 0) + 1
-            if count == 1 and len(state) >= _MAX_SIGNATURES:
-                state.pop(next(iter(state)))  # forget the oldest signature
-            state[facts.error] = count
+            count = counts.get(error, 0) + 1
+            if count == 1 and len(counts) >= _MAX_SIGNATURES:
+                counts.pop(next(iter(counts)))  # forget the oldest signature
+            counts[error] = count
             if count >= self.config.error_threshold and (fired is None or count > fired[1]):
-                fired = (facts.error, count)
-        if fired is None:
-            return None
-        signature, count = fired
-        return Finding(
-            Reason.ERROR_RECURRENCE,
-            {"count": count, "error_signature": run.hex(signature)},
-            f"the last {count} failures of this run ended with the same error",
-        )
+                fired = (error, count)
+            if facts.args is None:
+                continue  # arguments not captured: requests cannot be told apart by name alone
+            last = streaks.get(facts.tool)
+            if last is not None and last[0] == facts.call and last[1] == error:
+                n = last[2] + 1
+            else:
+                n = 1
+                if last is None and len(streaks) >= _MAX_TOOLS:
+                    streaks.pop(next(iter(streaks)))
+            streaks[facts.tool] = (facts.call, error, n)
+            if n >= self.config.repeat_failure_threshold and (streak_fired is None or n > streak_fired[1]):
+                streak_fired = (error, n)
+        if fired is not None:
+            signature, count = fired
+            return Finding(
+                Reason.ERROR_RECURRENCE,
+                {"count": count, "error_signature": run.hex(signature)},
+                f"the last {count} failures of this run ended with the same error",
+            )
+        if streak_fired is not None:
+            signature, count = streak_fired
+            return Finding(
+                Reason.ERROR_RECURRENCE,
+                {"count": count, "error_signature": run.hex(signature), "identical_requests": count},
+                f"the same request failed with the same error {count} times in a row",
+            )
+        return None

@@ -44,7 +44,9 @@ class WaitSignal(Signal):
 
     Without a manifest entry (``implicit_waits``), a result whose ``status``/``state``/
     ``phase`` is a common waiting value (or a short text saying it is still running) is
-    exempt for ``implicit_max_wait_seconds``; past that it is a ``wait_timeout``.
+    exempt for ``implicit_max_wait_seconds``; past that it is a ``wait_timeout``. So is a
+    command that waits on purpose before it looks (``sleep 5 && cat job.log``): checking a
+    background job after a pause is a poll, whatever it prints.
     """
 
     name = "wait"
@@ -76,7 +78,11 @@ class WaitSignal(Signal):
             if facts.result is None:
                 all_exempt = False
                 continue
-            if spec is not None:
+            if spec is None and facts.wait:
+                # A command that waits on purpose (sleep, then look): a poll, with the
+                # implicit wait budget.
+                exempt, found = self._implicit_poll(calls[i], facts, state, deliberate=True)
+            elif spec is not None:
                 exempt, found = self._manifest_poll(spec, calls[i], facts, state)
             elif facts.parsed_result is None:
                 # No parsed value (a long result digested as received, or null): not a
@@ -140,9 +146,10 @@ class WaitSignal(Signal):
         return True, None
 
     def _implicit_poll(
-        self, call: Any, facts: CallFacts, state: dict[int, _Episode]
+        self, call: Any, facts: CallFacts, state: dict[int, _Episode], deliberate: bool = False
     ) -> tuple[bool, Finding | None]:
-        if not self.config.implicit_waits or not _is_waiting(facts.parsed_result, self.config.waiting_values):
+        if not self.config.implicit_waits or not (
+                deliberate or _is_waiting(facts.parsed_result, self.config.waiting_values)):
             ep = state.get(facts.call)
             if ep is not None:
                 ep.first_wait_ns = None  # the wait ended; a later one has its own budget
@@ -160,7 +167,7 @@ class WaitSignal(Signal):
             return False, Finding(
                 Reason.WAIT_TIMEOUT,
                 {"waited_seconds": round(waited, 3), "max_wait_seconds": limit},
-                f"{facts.tool} has reported a waiting status for {waited:.0f} s, past the"
+                f"{facts.tool} has been waited on for {waited:.0f} s, past the"
                 f" default wait budget of {limit:.0f} s",
             )
         return True, None

@@ -1,0 +1,286 @@
+"""What a request or a result says, beyond its digest.
+
+The signals compare digests; this module answers the questions a digest cannot:
+
+* :func:`is_empty`: the result carries nothing (no text, no items, only zeros) or says
+  that nothing was found (``0 results``, ``Could not find X. Similar: …``), and
+  :func:`is_silent`: it carries no text at all (a command that printed nothing). The
+  two differ: "nothing found" is evidence that a search failed, silence after a command
+  is not evidence of anything.
+* :func:`is_ack`: the result only acknowledges that a request was carried out.
+* :func:`command_of`: the command a call sends, when its arguments have the shape of a
+  command-taking tool (a ``command``/``cmd``/``keys``/``script``-like string argument),
+  whatever the tool is called; :func:`is_deliberate_wait`: the command waits on purpose
+  (``sleep 5 && cat log``).
+* :func:`same_prose`: two results of one request differ only in wording (a model's
+  transcription of the same page), not in any fact-like token or line.
+* :class:`ResultMemory`: per run, fields of a tool's results whose values are new opaque
+  tokens on every call while the rest of the result repeats (a ``query_id``, a response
+  ``id``): learned, and stripped from then on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "COMMAND_KEYS",
+    "ResultMemory",
+    "command_of",
+    "is_ack",
+    "is_deliberate_wait",
+    "is_empty",
+    "is_silent",
+    "same_prose",
+    "says_nothing_found",
+]
+
+_EMPTY_TEXT = re.compile(
+    r"^(?:(?:0|no|zero|none)\s+(?:results?|matches|hits|items|documents|docs|records|rows|entries|files)"
+    r"(?:\s+found)?|no\s+results?\s+found|nothing\s+found|not\s+found|none|null|\[\]|\{\})\.?$",
+    re.IGNORECASE,
+)
+# The first sentence of a result that reports an absence: "Could not find 'x'. Similar: …",
+# "No results for …", "No matching documents". What follows it (suggestions, hints) is
+# incidental: the request found nothing.
+_NOTHING_FOUND = re.compile(
+    r"^(?:error:\s*)?(?:(?:could\s*not|couldn't|cannot|can't|unable\s+to|did\s+not|didn't)\s+(?:find|locate|match)\b"
+    r"|no\s+(?:results?|matches|matching\s+\w+|hits|items|documents|records|entries)\b"
+    r"|(?:0|zero)\s+(?:results?|matches|hits|items|documents|records|entries)\b"
+    r"|nothing\s+(?:was\s+)?(?:found|matched)\b)",
+    re.IGNORECASE,
+)
+_NOTHING_FOUND_MAX = 600  # longer results carry more than a report of absence
+
+_ACK_TEXT = re.compile(
+    r"^(?:ok|okay|done|success|succeeded|saved|updated|written|applied|created|deleted|modified|true"
+    r"|successfully\b[^\n]{0,200}|(?:file|changes?)\s+(?:saved|written|updated|applied)[^\n]{0,120})\.?$",
+    re.IGNORECASE,
+)
+_ACK_KEYS = frozenset({"ok", "success", "status", "result", "message", "updated", "written", "applied"})
+
+#: Argument names (case, ``_`` and ``-`` ignored) whose string value is a command for a
+#: shell, a terminal or an interpreter: a call carrying one is a command, which may change
+#: the world whatever it prints.
+COMMAND_KEYS: frozenset[str] = frozenset({
+    "command", "commands", "cmd", "keystrokes", "keys", "script", "code", "shell", "bash",
+})
+_SLEEP = re.compile(r"(?:^|[;&|(\s])(?:sleep\s+\d+(?:\.\d+)?[smh]?|timeout\s+\d+\s+tail\b)")
+
+
+def says_nothing_found(text: str) -> bool:
+    """Whether a plain-text result opens by saying that nothing was found."""
+    if len(text) > _NOTHING_FOUND_MAX:
+        return False
+    return bool(_NOTHING_FOUND.match(text.lstrip()))
+
+
+def is_silent(value: Any) -> bool:
+    """Whether a parsed result has no text at all (``None``, ``""``, whitespace)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def is_empty(value: Any, depth: int = 0) -> bool:
+    """Whether a parsed result carries nothing: no text, no items, only zeros, or a text
+    that says nothing was found."""
+    if value is None or value is False:
+        return True
+    if isinstance(value, str):
+        text = value.strip()
+        return not text or bool(_EMPTY_TEXT.match(text)) or says_nothing_found(text)
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return value == 0
+    if depth > 4:
+        return False
+    if isinstance(value, Mapping):
+        return all(is_empty(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(is_empty(v, depth + 1) for v in value)
+    return False
+
+
+def is_ack(value: Any) -> bool:
+    """Whether a parsed result only acknowledges that a request was carried out."""
+    if value is True:
+        return True
+    if isinstance(value, str):
+        return len(value) <= 300 and bool(_ACK_TEXT.match(value.strip()))
+    if isinstance(value, Mapping) and 0 < len(value) <= 3 and set(value) <= _ACK_KEYS:
+        return all(v is True or (isinstance(v, (str, int)) and is_ack(str(v))) or v in (1, 200, 201, 204)
+                   for v in value.values())
+    return False
+
+
+def _norm_key(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
+
+
+def command_of(args: Any) -> str | None:
+    """The command a call sends: the non-empty string (or list of strings, joined) under
+    a command-like argument name (:data:`COMMAND_KEYS`), else None. Judged from the
+    arguments' shape only, never from the tool's name."""
+    if not isinstance(args, Mapping) or not args or len(args) > 8:
+        return None
+    for key, value in args.items():
+        if isinstance(key, str) and _norm_key(key) in COMMAND_KEYS:
+            if isinstance(value, str) and value.strip():
+                return value
+            if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+                return "\n".join(value)
+    return None
+
+
+def is_deliberate_wait(command: str) -> bool:
+    """Whether a command waits on purpose (``sleep 5 && cat log``, ``sleep 30; tail
+    out``): a re-check after a deliberate pause is a poll, not a repeat."""
+    return "sleep" in command and bool(_SLEEP.search(command))
+
+
+# -- wording ------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_FACT = re.compile(r"\S*\d\S*|https?://\S+|\S*[/\\]\S+|\S+@\S+|\"[^\"]{1,80}\"|'[^']{1,80}'")
+_PROSE_MIN_WORDS = 8
+#: Two wordings of one answer share more of their vocabulary than they differ in. Jaccard
+#: similarity >= 0.5 of the distinct words is the point where that holds (at least as
+#: many shared words as words in only one of them).
+PROSE_SIMILARITY = 0.5
+_MAX_PROSE = 16384
+
+
+def _facts(text: str) -> set[str]:
+    return {m.group(0).strip(".,;:!?()[]{}").lower() for m in _FACT.finditer(text)}
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _lines(text: str) -> set[str]:
+    return {" ".join(line.split()).lower() for line in text.splitlines() if line.strip()}
+
+
+def same_prose(new: str, old: str) -> bool:
+    """Whether ``new`` says what ``old`` said, in other words.
+
+    True only when both are prose (at least a few words), ``new`` carries no fact-like
+    token (a number, an identifier with a digit, a URL, a path, a quoted name) that ``old``
+    did not, no line of ``new`` holds such a token in a line ``old`` did not have
+    (a log that gained lines is new), and their distinct words overlap with Jaccard
+    similarity of at least :data:`PROSE_SIMILARITY`."""
+    if new == old or len(new) > _MAX_PROSE or len(old) > _MAX_PROSE:
+        return False
+    new_words, old_words = _words(new), _words(old)
+    if len(new_words) < _PROSE_MIN_WORDS or len(old_words) < _PROSE_MIN_WORDS:
+        return False
+    if not _facts(new) <= _facts(old):
+        return False
+    old_lines = _lines(old)
+    for line in _lines(new) - old_lines:
+        if _facts(line) and len(_words(line)) < _PROSE_MIN_WORDS:
+            return False  # a new short line with a figure in it: a log line, a status line
+    shared = len(new_words & old_words)
+    return shared / len(new_words | old_words) >= PROSE_SIMILARITY
+
+
+# -- learned volatile fields -----------------------------------------------------------------
+
+_OPAQUE = re.compile(r"^(?=[^\s]*\d)[\w.:\-/+=]{8,}$")
+_MAX_LEARN_TOOLS = 8
+_MAX_LEARN_KEYS = 32
+
+
+def _opaque(value: Any) -> bool:
+    """An opaque token: an identifier-like string with a digit and no spaces (8+
+    characters), or a whole number of 10+ digits (an epoch time). Counters, words and
+    small numbers are content."""
+    if isinstance(value, str):
+        return bool(_OPAQUE.match(value))
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**9
+
+
+class ResultMemory:
+    """What one run remembers about its tools' recent results, for the questions a digest
+    cannot answer; bounded (a few tools, the last result of each).
+
+    **Learned volatile fields.** A top-level field of a tool's JSON-object results is
+    learned volatile when the same request (tool and arguments) got a result that repeats
+    the previous one for that request in every field but one or two, and those fields
+    held a different opaque token each time (:func:`_opaque`): the envelope of a reply
+    (``query_id``, a response ``id``, a served-at time in epoch form), not its content.
+    From then on the field is stripped from that tool's results before they are compared.
+    Counters, words and small numbers never qualify: a poll whose counter moved advanced.
+
+    **Reworded results.** The last plain-text result of each tool is kept (up to 16 KB) so
+    that the same request answered in other words (:func:`same_prose`) is recognised as
+    nothing new."""
+
+    __slots__ = ("_last", "_prose", "_requests", "learned")
+
+    def __init__(self) -> None:
+        self.learned: dict[str, frozenset[str]] = {}
+        # tool -> (request digest, {field: value} of opaque scalars, digest of the rest)
+        self._last: dict[str, tuple[int, dict[str, Any], int]] = {}
+        self._requests: dict[str, int] = {}  # tool -> digest of its last request
+        self._prose: dict[str, tuple[int, str]] = {}  # tool -> (request, its last text result)
+
+    def repeats(self, tool: str, request: int) -> bool:
+        """Note ``request`` as ``tool``'s latest; whether it repeats the previous one."""
+        requests = self._requests
+        previous = requests.get(tool)
+        if previous is None and len(requests) >= _MAX_LEARN_KEYS:
+            requests.clear()
+        requests[tool] = request
+        return previous == request
+
+    def strip(self, tool: str, result: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``result`` without the fields learned for ``tool``."""
+        keys = self.learned.get(tool)
+        if not keys:
+            return result
+        return {k: v for k, v in result.items() if k not in keys}
+
+    def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any) -> bool:
+        """Note a JSON-object result of ``tool`` for ``request``; ``rest_digest(fields)``
+        digests the result without those fields. True when a field was learned now."""
+        if len(result) > _MAX_LEARN_KEYS:
+            return False
+        opaque = {k: v for k, v in result.items() if isinstance(k, str) and _opaque(v)}
+        last = self._last.get(tool)
+        if not opaque:
+            if last is not None:
+                del self._last[tool]
+            return False
+        rest = rest_digest(frozenset(opaque))
+        if len(self._last) >= _MAX_LEARN_TOOLS and last is None:
+            self._last.pop(next(iter(self._last)))
+        self._last[tool] = (request, opaque, rest)
+        if last is None or last[0] != request or last[2] != rest or set(last[1]) != set(opaque):
+            return False
+        # The rest repeated (and the opaque fields that kept their value with it): the
+        # ones that changed are the envelope.
+        changed = frozenset(k for k, v in opaque.items() if last[1][k] != v)
+        if not changed or len(changed) > 2:
+            return False
+        known = self.learned.get(tool, frozenset())
+        if changed <= known:
+            return False
+        self.learned[tool] = known | changed
+        return True
+
+    def reworded(self, tool: str, request: int, text: str) -> bool:
+        """Whether ``text`` answers ``tool``'s previous request again in other words (the
+        first wording stays the reference); remembers ``text`` otherwise."""
+        prose = self._prose
+        last = prose.get(tool)
+        if last is not None and last[0] == request and same_prose(text, last[1]):
+            return True
+        if len(text) <= _MAX_PROSE:
+            if last is None and len(prose) >= _MAX_LEARN_TOOLS:
+                prose.pop(next(iter(prose)))
+            prose[tool] = (request, text)
+        return False
