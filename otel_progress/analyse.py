@@ -8,14 +8,14 @@ signature). The processor and the service do the same incrementally.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .engine import ProgressEngine, RunSummary
 from .model import Detection
 from .spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call
 
-__all__ = ["TraceReport", "analyse_trace"]
+__all__ = ["RunRow", "TraceReport", "analyse_trace", "run_rows"]
 
 
 @dataclass
@@ -26,6 +26,57 @@ class TraceReport:
     detections: list[Detection] = field(default_factory=list)
     runs: list[RunSummary] = field(default_factory=list)
     tool_calls: int = 0
+    #: spans that could not be read, as ``(span_id, reason)``: left out of the analysis
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One agent run as every summary shows it (the scan's table, the HTML report): the
+    engine's :class:`RunSummary` figures with the detections actually reported for the
+    run (``detections``: both scopes; a run-scope detection belongs to the run the
+    sub-agents were invoked from; findings past level 3, which are not reported, are
+    not counted)."""
+
+    trace_id: str
+    run_id: str
+    agent: str | None
+    turns: int
+    tokens: int
+    detections: tuple[Detection, ...]
+    first_detection_turn: int | None
+    wasted_turns: int
+    wasted_tokens: int
+
+    @property
+    def level(self) -> int:
+        """The highest escalation level reported in the run (0: none)."""
+        return max((int(d.level) for d in self.detections), default=0)
+
+
+def run_rows(reports: Sequence[TraceReport]) -> list[RunRow]:
+    """Every run of the reports, in report order, with the detections reported for it.
+    A run with detections but no summary (only run-scope detections, on a run without
+    tool calls of its own) gets a row with zero turns."""
+    rows: list[RunRow] = []
+    for rep in reports:
+        by_run: dict[str, list[Detection]] = {}
+        for d in rep.detections:
+            by_run.setdefault(d.run_id, []).append(d)
+        seen: set[str] = set()
+        for s in rep.runs:
+            seen.add(s.run_id)
+            dets = tuple(by_run.get(s.run_id, ()))
+            first = s.first_detection_turn
+            if first is None and dets:
+                first = min(d.turn for d in dets)
+            rows.append(RunRow(rep.trace_id, s.run_id, s.agent, s.turns, s.tokens, dets, first,
+                               s.wasted_turns, s.wasted_tokens))
+        for run_id, dets in by_run.items():
+            if run_id not in seen:
+                rows.append(RunRow(rep.trace_id, run_id, dets[0].agent, 0, 0, tuple(dets),
+                                   min(d.turn for d in dets), 0, 0))
+    return rows
 
 
 def analyse_trace(spans: Iterable[SpanRecord], engine: ProgressEngine) -> TraceReport:
@@ -40,11 +91,19 @@ def analyse_trace(spans: Iterable[SpanRecord], engine: ProgressEngine) -> TraceR
     trace_id = records[0].trace_id if records else ""
     report = TraceReport(trace_id)
     lineage = Lineage(max_spans=max(len(records) * 2, 16))
-    kinds = {span.span_id: lineage.add_record(span) for span in records}
+    kinds: dict[str, SpanKind] = {}
+    readable: list[SpanRecord] = []
+    for span in records:
+        try:
+            kinds[span.span_id] = lineage.add_record(span)
+        except Exception as exc:  # a span no reader can make sense of: skipped, reported
+            report.skipped.append((span.span_id, _why(exc)))
+            continue
+        readable.append(span)
     # (time, order, action, span): at one instant, call ends, then agent ends, then starts.
     _END, _AGENT_END, _START = 0, 1, 2
     timeline: list[tuple[int, int, str, SpanRecord]] = []
-    for span in records:
+    for span in readable:
         kind = kinds[span.span_id]
         if kind is SpanKind.TOOL:
             timeline.append((span.start_ns, _START, "tool_start", span))
@@ -57,30 +116,45 @@ def analyse_trace(spans: Iterable[SpanRecord], engine: ProgressEngine) -> TraceR
     timeline.sort(key=lambda t: (t[0], t[1], t[3].span_id))
     open_tools: dict[str, int] = {}
     for _, _, action, span in timeline:
-        run_id, agent, node, nested = lineage.resolve(span.parent_id)
-        if action == "tool_start":
-            if not nested:
-                open_tools[run_id] = open_tools.get(run_id, 0) + 1
-        elif action == "tool_end":
-            if nested:
-                continue
-            open_tools[run_id] = max(0, open_tools.get(run_id, 0) - 1)
-            report.tool_calls += 1
-            call = read_tool_call(span, run_id=run_id, agent=agent, node=node)
-            report.detections.extend(engine.observe(call, flush=open_tools[run_id] == 0))
-        elif action == "model_start":
-            report.detections.extend(engine.flush(trace_id, run_id))
-        elif action == "model_end":
-            engine.record_tokens(trace_id, run_id, read_tokens(span))
-        else:
-            summary = engine.end_run(trace_id, span.span_id, span_id=span.span_id,
-                                     parent_run_id=lineage.parent_run(span.span_id))
-            if summary is not None:
-                report.detections.extend(summary.detections_list)
-                if summary.turns or summary.detections:
-                    report.runs.append(summary)
+        try:
+            _replay(action, span, lineage, engine, report, open_tools, trace_id)
+        except Exception as exc:  # as above: this span is left out, the rest goes on
+            report.skipped.append((span.span_id, _why(exc)))
     for summary in engine.end_trace(trace_id):
         report.detections.extend(summary.detections_list)
         if summary.turns or summary.detections:
             report.runs.append(summary)
     return report
+
+
+def _why(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _replay(action: str, span: SpanRecord, lineage: Lineage, engine: ProgressEngine, report: TraceReport,
+            open_tools: dict[str, int], trace_id: str) -> None:
+    """One step of :func:`analyse_trace`'s replay."""
+    run_id, agent, node, nested = lineage.resolve(span.parent_id)
+    if action == "tool_start":
+        if not nested:
+            open_tools[run_id] = open_tools.get(run_id, 0) + 1
+    elif action == "tool_end":
+        if nested:
+            return
+        open_tools[run_id] = max(0, open_tools.get(run_id, 0) - 1)
+        report.tool_calls += 1
+        call = read_tool_call(span, run_id=run_id, agent=agent, node=node)
+        report.detections.extend(engine.observe(call, flush=open_tools[run_id] == 0))
+    elif action == "model_start":
+        report.detections.extend(engine.flush(trace_id, run_id))
+    elif action == "model_end":
+        engine.record_tokens(trace_id, run_id, read_tokens(span))
+    else:
+        summary = engine.end_run(trace_id, span.span_id, span_id=span.span_id,
+                                 parent_run_id=lineage.parent_run(span.span_id))
+        if summary is not None:
+            report.detections.extend(summary.detections_list)
+            if summary.turns or summary.detections:
+                report.runs.append(summary)
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
             "Read OTLP/JSON traces (the Collector file exporter's output, one request per line;"
             " a single JSON document; or gzip of either; PATH '-' is stdin) and report every"
             " detection. Exit status: 0 no detection, 1 detections found, 2 bad usage or"
-            " unreadable input."
+            " unreadable input, 3 internal error."
         ),
     )
     scan.add_argument("paths", nargs="+", metavar="PATH", help="OTLP/JSON file(s), '-' for stdin")
@@ -34,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--format", choices=("json", "table"), default="json",
                       help="json: one object per detection per line (default); table: readable")
     scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    scan.add_argument("--max-document-mb", type=_positive, default=64, metavar="MB",
+                      help="largest document read, in MiB: one line, or a pretty-printed file (default: %(default)s)")
+    scan.add_argument("--max-held-spans", type=_positive, default=200_000, metavar="N",
+                      help="spans held at once while traces are assembled; past it the oldest traces are"
+                           " analysed early (default: %(default)s)")
     bar = scan.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="always show the progress bar on stderr")
@@ -70,18 +76,49 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+#: Exit status of an internal error (a bug), reported in one line.
+EXIT_INTERNAL = 3
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``otel-progress`` console script."""
+    """Entry point of the ``otel-progress`` console script.
+
+    Never shows a traceback: an unexpected exception is reported in one line on stderr
+    and exits with status 3 (set ``OTEL_PROGRESS_TRACEBACK=1`` to see where it came from).
+    """
+    import os
+
     try:
         return _main(argv)
     except BrokenPipeError:  # the reader went away (`| head`): not an error
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
         return 130
+    except SystemExit:
+        raise
+    except Exception as exc:
+        if os.environ.get("OTEL_PROGRESS_TRACEBACK"):
+            import traceback
+
+            traceback.print_exc()
+        text = str(exc).splitlines()[0][:200] if str(exc) else ""
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"otel-progress: internal error: {type(exc).__name__}{': ' + text if text else ''}"
+                             " (a bug; please report it; OTEL_PROGRESS_TRACEBACK=1 shows where)\n")
+        return EXIT_INTERNAL
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -91,7 +128,8 @@ def _main(argv: Sequence[str] | None) -> int:
         from .scan import run_scan
 
         return run_scan(args.paths, config_path=args.config, fmt=args.format, html=args.html,
-                        progress=args.progress)
+                        progress=args.progress, max_document_bytes=args.max_document_mb * 1024 * 1024,
+                        max_held_spans=args.max_held_spans)
     if args.command == "serve":
         from .service.options import ServiceConfigError, from_args
         from .service.server import run_serve

@@ -14,6 +14,7 @@ import binascii
 import gzip
 import io
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -22,7 +23,14 @@ from typing import IO, Any
 
 from .spans import SpanRecord
 
-__all__ = ["ReadProblem", "any_value", "iter_documents", "open_input", "spans_from_request"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "ReadProblem",
+    "any_value",
+    "iter_documents",
+    "open_input",
+    "spans_from_request",
+]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
@@ -41,50 +49,117 @@ class ReadProblem:
         return f"{where}: {self.message}"
 
 
-def _hex_id(value: Any, size: int) -> str:
-    if not value or not isinstance(value, str):
-        return ""
+def _hex_id(value: Any, size: int) -> tuple[str, bool]:
+    """An id as lower-case hex, and whether it is well formed: ``size`` bytes as hex (the
+    OTLP/JSON form) or as base64 (protobuf's JSON mapping), not all zero. A malformed id
+    is kept as given (lower-cased, at most 64 characters) so that the spans that share it
+    still belong together; the caller reports it."""
+    if value is None or value == "":
+        return "", True
+    if not isinstance(value, str):
+        return _show(value)[:64], False
     if len(value) == size * 2 and set(value) <= _HEX:
-        return value.lower()
+        text = value.lower()
+        return text, text.strip("0") != ""
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        return value.lower()
-    return raw.hex() if len(raw) == size else value.lower()
+        return value.lower()[:64], False
+    if len(raw) == size:
+        return raw.hex(), any(raw)
+    return value.lower()[:64], False
+
+
+def _show(value: Any) -> str:
+    """A short printable form of a JSON value, for messages."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _int(value: Any) -> int:
-    try:
+    if isinstance(value, bool):
         return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def any_value(value: Any) -> Any:
-    """Convert an OTLP/JSON ``AnyValue`` to a Python value (maps, lists, scalars)."""
-    if not isinstance(value, Mapping):
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else 0
+    if isinstance(value, int):
         return value
-    for key, conv in (
-        ("stringValue", None),
-        ("boolValue", None),
-        ("intValue", _int),
-        ("doubleValue", None),
-    ):
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return 0
+            return int(number) if math.isfinite(number) else 0
+    return 0
+
+
+def _float(value: Any) -> Any:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str) and len(value) <= 40:  # OTLP/JSON writes NaN/Infinity as strings
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _string(value: Any) -> Any:
+    return value if isinstance(value, str) else (None if value is None else _show(value))
+
+
+def _bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+_SCALARS = (("stringValue", _string), ("boolValue", _bool), ("intValue", _int), ("doubleValue", _float))
+_MAX_DEPTH = 32
+
+
+def any_value(value: Any, _depth: int = 0) -> Any:
+    """Convert an OTLP/JSON ``AnyValue`` to a Python value (maps, lists, scalars).
+
+    Never raises: a value of the wrong JSON type becomes the nearest sensible value (an
+    ``intValue`` that is not a whole number 0, a ``stringValue`` that is not a string its
+    JSON text, an ``arrayValue`` that is not an array ``[]``), and nesting deeper than 32
+    levels is cut off (``None``)."""
+    if not isinstance(value, Mapping):
+        return value if value is None or isinstance(value, (str, int, float, bool)) else None
+    if _depth > _MAX_DEPTH:
+        return None
+    for key, conv in _SCALARS:
         if key in value:
-            v = value[key]
-            return conv(v) if conv else v
+            return conv(value[key])
     if "arrayValue" in value:
-        arr = value["arrayValue"] or {}
-        return [any_value(v) for v in arr.get("values", []) or []]
+        arr = value["arrayValue"]
+        items = arr.get("values") if isinstance(arr, Mapping) else None
+        return [any_value(v, _depth + 1) for v in items] if isinstance(items, list) else []
     if "kvlistValue" in value:
-        kv = value["kvlistValue"] or {}
-        return {str(item.get("key", "")): any_value(item.get("value")) for item in kv.get("values", []) or []
+        kv = value["kvlistValue"]
+        items = kv.get("values") if isinstance(kv, Mapping) else None
+        if not isinstance(items, list):
+            return {}
+        return {str(item.get("key", "")): any_value(item.get("value"), _depth + 1) for item in items
                 if isinstance(item, Mapping)}
     if "bytesValue" in value:
+        raw = value["bytesValue"]
+        if not isinstance(raw, str):
+            return None
         try:
-            return base64.b64decode(value["bytesValue"])
-        except (binascii.Error, ValueError, TypeError):
-            return value["bytesValue"]
+            return base64.b64decode(raw)
+        except (binascii.Error, ValueError):
+            return raw
     return None
 
 
@@ -98,39 +173,78 @@ def _attributes(items: Any) -> dict[str, Any]:
     return out
 
 
-def spans_from_request(request: Any) -> Iterator[SpanRecord]:
-    """The spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in OTLP/JSON."""
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def spans_from_request(
+    request: Any,
+    problems: list[ReadProblem] | None = None,
+    *,
+    source: str = "",
+    line: int = 0,
+) -> Iterator[SpanRecord]:
+    """The spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in OTLP/JSON.
+
+    Raises ``ValueError`` when the document is not a trace export at all. Inside one, a
+    part of the wrong JSON type is skipped, and a span with a malformed id (not hex or
+    base64 of the right length, or all zero) is kept under the id as written; each such
+    finding is appended to ``problems`` (if given) as a :class:`ReadProblem` at
+    ``source``:``line``."""
     if not isinstance(request, Mapping):
         raise ValueError("not a JSON object")
     resource_spans = request.get("resourceSpans", request.get("resource_spans"))
     if resource_spans is None:
         raise ValueError("no resourceSpans: not an OTLP/JSON trace export")
-    for rs in resource_spans or []:
+    if not isinstance(resource_spans, list):
+        raise ValueError(f"resourceSpans is {_show(resource_spans)}, not a list")
+    for rs in resource_spans:
         if not isinstance(rs, Mapping):
             continue
-        for ss in rs.get("scopeSpans", rs.get("scope_spans")) or []:
+        for ss in _list(rs.get("scopeSpans", rs.get("scope_spans"))):
             if not isinstance(ss, Mapping):
                 continue
-            for span in ss.get("spans") or []:
+            for span in _list(ss.get("spans")):
                 if not isinstance(span, Mapping):
                     continue
-                status = span.get("status") or {}
-                events = []
-                for ev in span.get("events") or []:
-                    if isinstance(ev, Mapping):
-                        events.append((str(ev.get("name", "")), _attributes(ev.get("attributes"))))
-                yield SpanRecord(
-                    trace_id=_hex_id(span.get("traceId"), 16),
-                    span_id=_hex_id(span.get("spanId"), 8),
-                    parent_id=_hex_id(span.get("parentSpanId"), 8),
-                    name=str(span.get("name", "")),
-                    start_ns=_int(span.get("startTimeUnixNano")),
-                    end_ns=_int(span.get("endTimeUnixNano")),
-                    attributes=_attributes(span.get("attributes")),
-                    error=isinstance(status, Mapping) and status.get("code") in _STATUS_ERROR,
-                    status_message=str(status.get("message", "")) if isinstance(status, Mapping) else "",
-                    events=events,
-                )
+                record = _span(span, problems, source, line)
+                if record is not None:
+                    yield record
+
+
+def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: str, line: int) -> SpanRecord | None:
+    trace_id, trace_ok = _hex_id(span.get("traceId"), 16)
+    span_id, span_ok = _hex_id(span.get("spanId"), 8)
+    parent_id, parent_ok = _hex_id(span.get("parentSpanId"), 8)
+    if problems is not None and not (trace_ok and span_ok and parent_ok):
+        bad = [f"{key} {_show(span.get(key))}" for key, ok in
+               (("traceId", trace_ok), ("spanId", span_ok), ("parentSpanId", parent_ok)) if not ok]
+        problems.append(ReadProblem(source, line, f"malformed {', '.join(bad)} (expected hex or base64 of"
+                                                  " 16/8 bytes, not all zero); the span is kept under that id"))
+    status = span.get("status")
+    if not isinstance(status, Mapping):
+        status = {}
+    events = []
+    for ev in _list(span.get("events")):
+        if isinstance(ev, Mapping):
+            events.append((str(_string(ev.get("name", "")) or ""), _attributes(ev.get("attributes"))))
+    message = status.get("message", "")
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        name=str(_string(span.get("name", "")) or ""),
+        start_ns=_int(span.get("startTimeUnixNano")),
+        end_ns=_int(span.get("endTimeUnixNano")),
+        attributes=_attributes(span.get("attributes")),
+        error=_hashable(status.get("code")) in _STATUS_ERROR,
+        status_message=str(_string(message) or "") if message is not None else "",
+        events=events,
+    )
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool)) else None
 
 
 def open_input(path: str) -> tuple[IO[bytes], int]:
@@ -152,17 +266,80 @@ def open_input(path: str) -> tuple[IO[bytes], int]:
     return buffered, size
 
 
-def iter_documents(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any] | ReadProblem]:
+#: The largest document read: a pretty-printed (multi-line) document, or one line.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
+
+def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
+    """The stream's lines; a line longer than ``limit`` is not kept: its length is
+    yielded instead (an ``int``), after reading past it in bounded chunks."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        size = len(raw)
+        while raw and not raw.endswith(b"\n"):
+            raw = stream.readline(1 << 20)
+            size += len(raw)
+        yield size
+
+
+def _is_export(raw: bytes) -> Any:
+    """The parsed line if it is a whole trace export on its own, else None."""
+    text = raw.strip()
+    if not text.startswith(b"{") or b"esource" not in text[:64]:
+        return None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, Mapping) and ("resourceSpans" in doc or "resource_spans" in doc) else None
+
+
+def iter_documents(
+    stream: IO[bytes],
+    source: str,
+    *,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
+) -> Iterator[tuple[int, Any] | ReadProblem]:
     """Yield ``(line, document)`` for each JSON document in the stream, or a
-    :class:`ReadProblem` for a line that is not JSON. A file whose first document spans
-    several lines is read whole as one document."""
+    :class:`ReadProblem` for a line that cannot be read.
+
+    The input is line-delimited unless its first line is not JSON on its own: then the
+    lines are collected as a possible pretty-printed document, up to
+    ``max_document_bytes``. A later line that is a whole trace export on its own shows
+    the input is line-delimited after all (with a corrupt first line), and so does
+    reaching the limit: the collected lines are reported and reading goes on line by
+    line. A line longer than the limit is reported and skipped without being held."""
     first = True
     pending: list[bytes] = []
+    pending_bytes = 0
     line_no = 0
-    for raw_line in stream:
+    for raw_line in _lines(stream, max_document_bytes):
         line_no += 1
+        if isinstance(raw_line, int):
+            yield from _flush_pending(pending, source)
+            pending, pending_bytes, first = [], 0, False
+            yield ReadProblem(source, line_no, f"line of {raw_line:,} bytes is longer than the"
+                                               f" {_mb(max_document_bytes)} limit; skipped")
+            continue
         if pending:
+            doc = _is_export(raw_line)
+            if doc is not None:  # line-delimited after all: the first lines were corrupt
+                yield from _flush_pending(pending, source)
+                pending, pending_bytes = [], 0
+                yield line_no, doc
+                continue
             pending.append(raw_line)
+            pending_bytes += len(raw_line)
+            if pending_bytes > max_document_bytes:
+                yield ReadProblem(source, 1, f"lines 1-{line_no} are not valid JSON line by line, and not one"
+                                             f" JSON document within the {_mb(max_document_bytes)} limit for a"
+                                             " multi-line document; skipped")
+                pending, pending_bytes = [], 0
             continue
         if not raw_line.strip():
             continue
@@ -171,6 +348,8 @@ def iter_documents(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any] |
         except (ValueError, RecursionError) as exc:
             if first:
                 pending.append(raw_line)  # maybe a pretty-printed single document
+                pending_bytes = len(raw_line)
+                first = False
                 continue
             yield ReadProblem(source, line_no, f"not valid JSON ({_short(exc)}); line skipped")
             continue
@@ -179,16 +358,26 @@ def iter_documents(stream: IO[bytes], source: str) -> Iterator[tuple[int, Any] |
     if pending:
         text = b"".join(pending)
         try:
-            yield 1, json.loads(text)
+            doc = json.loads(text)
         except (ValueError, RecursionError):
-            # Not one document either: report line by line so the rest is kept.
-            for i, raw_line in enumerate(text.splitlines(), 1):
-                if not raw_line.strip():
-                    continue
-                try:
-                    yield i, json.loads(raw_line)
-                except (ValueError, RecursionError) as exc:
-                    yield ReadProblem(source, i, f"not valid JSON ({_short(exc)}); line skipped")
+            yield from _flush_pending(pending, source)
+        else:
+            yield 1, doc
+
+
+def _flush_pending(pending: list[bytes], source: str) -> Iterator[tuple[int, Any] | ReadProblem]:
+    """The collected first lines, read line by line (they were not one document)."""
+    for i, raw_line in enumerate(pending, 1):
+        if not raw_line.strip():
+            continue
+        try:
+            yield i, json.loads(raw_line)
+        except (ValueError, RecursionError) as exc:
+            yield ReadProblem(source, i, f"not valid JSON ({_short(exc)}); line skipped")
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB"
 
 
 def _short(exc: BaseException) -> str:

@@ -9,10 +9,11 @@ with their reason and level (the nudge text on hover), and the run's cumulative 
 below. ``#open=N`` in the URL opens the first N timelines on load (``#open=all`` every
 one shown), ``#open=<trace id>`` that trace's runs; several, comma-separated.
 
-The timelines need the per-call data, which the scan's :class:`~otel_progress.scan.ScanResult`
-does not keep: :func:`write_html` re-reads the input files it is given (``sources``, or
-the result's ``sources`` attribute). Without them (stdin), the report has the summary
-and the detections but no timelines.
+The timelines need the per-call data: ``otel-progress scan --html`` keeps it during the
+scan (``scan_paths(..., timelines=True)``, so stdin works too); a
+:class:`~otel_progress.scan.ScanResult` without it makes :func:`write_html` re-read the
+input files it is given (``sources``). Without either, the report has the summary and
+the detections but no timelines.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .analyse import TraceReport
+from .analyse import RunRow, TraceReport, run_rows
 from .otlp_json import ReadProblem, iter_documents, open_input, spans_from_request
 from .spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call
 
-__all__ = ["collect_timelines", "render_html", "write_html"]
+__all__ = ["collect_timelines", "render_html", "trace_timelines", "write_html"]
 
 
 @dataclass
@@ -43,8 +44,12 @@ class _Timeline:
 
 def collect_timelines(sources: Iterable[str]) -> dict[tuple[str, str], _Timeline]:
     """Read OTLP/JSON files again and collect each run's calls and token usage, keyed by
-    ``(trace_id, run_id)`` exactly as the engine groups them."""
-    traces: dict[str, list[SpanRecord]] = {}
+    ``(trace_id, run_id)`` exactly as the engine groups them. Traces are assembled as
+    the scan assembles them, so what is held at once is bounded the same way."""
+    from .assemble import TraceAssembler
+
+    assembler = TraceAssembler()
+    out: dict[tuple[str, str], _Timeline] = {}
     for path in sources:
         if path == "-":
             continue
@@ -57,42 +62,63 @@ def collect_timelines(sources: Iterable[str]) -> dict[tuple[str, str], _Timeline
                 if isinstance(item, ReadProblem):
                     continue
                 try:
-                    for span in spans_from_request(item[1]):
-                        if span.trace_id and span.span_id:
-                            traces.setdefault(span.trace_id, []).append(span)
+                    spans = list(spans_from_request(item[1]))
                 except (ValueError, TypeError):
                     continue
+                for span in spans:
+                    if span.trace_id and span.span_id:
+                        assembler.add(span, path, item[0])
+                for trace in assembler.end_document():
+                    out.update(trace_timelines(trace.trace_id, list(trace.spans.values())))
         except (OSError, EOFError):
             pass
         finally:
             stream.close()
+    for trace in assembler.finish():
+        out.update(trace_timelines(trace.trace_id, list(trace.spans.values())))
+    return out
+
+
+def trace_timelines(trace_id: str, spans: Sequence[SpanRecord]) -> dict[tuple[str, str], _Timeline]:
+    """The timelines of one complete trace's runs, keyed by ``(trace_id, run_id)``. A span
+    no reader can make sense of is left out, as the analysis leaves it out."""
     out: dict[tuple[str, str], _Timeline] = {}
-    for trace_id, spans in traces.items():
-        lineage = Lineage(max_spans=max(len(spans) * 2, 16))
-        kinds = {s.span_id: lineage.add_record(s) for s in spans}
-        for span in sorted(spans, key=lambda s: (s.start_ns, s.span_id)):
-            kind = kinds[span.span_id]
-            run_id, _agent, _node, nested = lineage.resolve(span.parent_id)
-            if kind is SpanKind.AGENT:
-                parent_run = lineage.parent_run(span.span_id)
-                tl = out.setdefault((trace_id, parent_run), _Timeline())
-                tl.agent_ends[span.span_id] = span.end_ns
-                continue
-            if kind is SpanKind.TOOL and not nested:
-                call = read_tool_call(span, run_id=run_id)
-                tl = out.setdefault((trace_id, run_id), _Timeline())
-                tl.calls.append((span.start_ns, span.end_ns or span.start_ns, call.name, span.span_id,
-                                 call.error, call.error_type or "", span.parent_id))
-            elif kind is SpanKind.MODEL:
-                tokens = read_tokens(span)
-                if tokens:
-                    out.setdefault((trace_id, run_id), _Timeline()).tokens.append((span.start_ns, tokens))
+    lineage = Lineage(max_spans=max(len(spans) * 2, 16))
+    kinds: dict[str, SpanKind] = {}
+    for s in spans:
+        try:
+            kinds[s.span_id] = lineage.add_record(s)
+        except Exception:  # reported by the analysis
+            continue
+    for span in sorted((s for s in spans if s.span_id in kinds), key=lambda s: (s.start_ns, s.span_id)):
+        try:
+            _add_to_timeline(out, trace_id, span, kinds[span.span_id], lineage)
+        except Exception:  # as above
+            continue
     for tl in out.values():
         tl.calls.sort()
         tl.tokens.sort()
         starts = [c[0] for c in tl.calls] + [t[0] for t in tl.tokens]
         tl.start_ns = min(starts) if starts else 0
     return out
+
+
+def _add_to_timeline(out: dict[tuple[str, str], _Timeline], trace_id: str, span: SpanRecord, kind: SpanKind,
+                     lineage: Lineage) -> None:
+    run_id, _agent, _node, nested = lineage.resolve(span.parent_id)
+    if kind is SpanKind.AGENT:
+        parent_run = lineage.parent_run(span.span_id)
+        tl = out.setdefault((trace_id, parent_run), _Timeline())
+        tl.agent_ends[span.span_id] = span.end_ns
+    elif kind is SpanKind.TOOL and not nested:
+        call = read_tool_call(span, run_id=run_id)
+        tl = out.setdefault((trace_id, run_id), _Timeline())
+        tl.calls.append((span.start_ns, span.end_ns or span.start_ns, call.name, span.span_id,
+                         call.error, call.error_type or "", span.parent_id))
+    elif kind is SpanKind.MODEL:
+        tokens = read_tokens(span)
+        if tokens:
+            out.setdefault((trace_id, run_id), _Timeline()).tokens.append((span.start_ns, tokens))
 
 
 def _columns(calls: Sequence[tuple[int, int, str, str, bool, str, str]]) -> list[list[int]]:
@@ -148,41 +174,25 @@ def _timeline_data(tl: _Timeline, detections: Sequence[Any]) -> dict[str, Any]:
 
 
 def _runs(reports: Sequence[TraceReport], timelines: Mapping[tuple[str, str], _Timeline]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for rep in reports:
-        by_run: dict[str, list[Any]] = {}
-        for d in rep.detections:
-            by_run.setdefault(d.run_id, []).append(d)
-        seen: set[str] = set()
-        for summary in rep.runs:
-            seen.add(summary.run_id)
-            dets = by_run.get(summary.run_id, [])
-            rows.append(_row(rep.trace_id, summary.run_id, summary.agent, summary.turns, summary.tokens,
-                             summary.wasted_turns, summary.wasted_tokens, summary.first_detection_turn,
-                             dets, timelines.get((rep.trace_id, summary.run_id))))
-        for run_id, dets in by_run.items():  # run-scope detections of a run without a summary
-            if run_id not in seen:
-                rows.append(_row(rep.trace_id, run_id, dets[0].agent, 0, 0, 0, 0, dets[0].turn, dets,
-                                 timelines.get((rep.trace_id, run_id))))
+    rows = [_row(r, timelines.get((r.trace_id, r.run_id))) for r in run_rows(reports)]
     rows.sort(key=lambda r: (-r["wt"], -r["wn"], -r["n"], r["trace"], r["run"]))
     return rows
 
 
-def _row(trace_id: str, run_id: str, agent: str | None, turns: int, tokens: int, wasted_turns: int,
-         wasted_tokens: int, first: int | None, dets: Sequence[Any], tl: _Timeline | None) -> dict[str, Any]:
-    reasons = sorted({d.reason.value for d in dets})
+def _row(r: RunRow, tl: _Timeline | None) -> dict[str, Any]:
+    dets = r.detections
     return {
-        "trace": trace_id,
-        "run": run_id,
-        "agent": agent or "",
-        "turns": turns,
-        "tokens": tokens,
-        "wn": wasted_turns,
-        "wt": wasted_tokens,
-        "first": first,
-        "level": max((int(d.level) for d in dets), default=0),
+        "trace": r.trace_id,
+        "run": r.run_id,
+        "agent": r.agent or "",
+        "turns": r.turns,
+        "tokens": r.tokens,
+        "wn": r.wasted_turns,
+        "wt": r.wasted_tokens,
+        "first": r.first_detection_turn,
+        "level": r.level,
         "n": len(dets),
-        "reasons": reasons,
+        "reasons": sorted({d.reason.value for d in dets}),
         "tl": _timeline_data(tl, dets) if tl is not None and tl.calls else None,
         "dets": [[d.turn, d.reason.value, int(d.level), d.nudge] for d in dets] if (tl is None or not tl.calls) else [],
     }
@@ -303,7 +313,7 @@ function detailHTML(r){
   if(!r.tl){
     const items = r.dets.map(d => '<li><b>'+esc(d[1])+'</b> level '+d[2]+' at turn '+d[0]+
         '<br><span class="muted">'+esc(d[3])+'</span></li>');
-    return '<p class="muted">No per-call data for this run (its spans were read from stdin).</p>'+
+    return '<p class="muted">No per-call data for this run.</p>'+
         (items.length?'<ul class="dets">'+items.join('')+'</ul>':'');
   }
   const legend = r.tl.tools.map((n,k) => '<span><i style="background:'+colour(k)+'"></i>'+esc(n)+
@@ -348,7 +358,7 @@ def render_html(reports: Sequence[TraceReport], *, spans: int = 0, problems: Seq
     """The report as one HTML document."""
     runs = _runs(reports, timelines or {})
     detected = sum(1 for r in runs if r["n"])
-    detections = sum(len(rep.detections) for rep in reports)
+    detections = sum(r["n"] for r in runs)
     tokens = sum(r["tokens"] for r in runs)
     wasted = sum(r["wt"] for r in runs)
     payload = json.dumps({"runs": runs}, separators=(",", ":"), ensure_ascii=False)
@@ -364,7 +374,7 @@ def render_html(reports: Sequence[TraceReport], *, spans: int = 0, problems: Seq
         more = f"<li>… and {len(problems) - 50} more</li>" if len(problems) > 50 else ""
         problem_html = f'<div class="problems"><b>Input problems</b><ul>{items}{more}</ul></div>'
     no_timelines = "" if timelines else (
-        '<p class="muted">Timelines are unavailable: the input could not be read again (stdin).</p>')
+        '<p class="muted">Timelines are unavailable: no per-call data was kept or given.</p>')
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy"
@@ -395,13 +405,21 @@ Click a run to see its timeline; hover a flag for the reason and the nudge.</p><
 def write_html(result: Any, path: str, *, sources: Sequence[str] | None = None) -> None:
     """Write the HTML report of a :class:`~otel_progress.scan.ScanResult` to ``path``.
 
-    ``sources``: the OTLP/JSON files the scan read, for the per-call timelines (default:
-    the result's ``sources`` or ``paths`` attribute, if it has one).
+    The timelines come from the result when the scan kept them
+    (``scan_paths(..., timelines=True)``, as ``otel-progress scan --html`` does); else
+    ``sources``, the OTLP/JSON files the scan read, are read again for them (default: the
+    result's ``sources`` or ``paths`` attribute, if it has one).
     """
-    if sources is None:
-        sources = getattr(result, "sources", None) or getattr(result, "paths", None)
-    timelines = collect_timelines(sources) if sources else {}
-    document = render_html(result.reports, spans=getattr(result, "spans", 0),
-                           problems=getattr(result, "problems", ()), timelines=timelines)
+    timelines = getattr(result, "timelines", None)
+    if timelines is None:
+        if sources is None:
+            sources = getattr(result, "sources", None) or getattr(result, "paths", None)
+        timelines = collect_timelines(sources) if sources else {}
+    problems = list(getattr(result, "problems", ()))
+    hidden = getattr(result, "hidden_lines", None)
+    if callable(hidden):
+        problems += hidden()
+    document = render_html(result.reports, spans=getattr(result, "spans", 0), problems=problems,
+                           timelines=timelines)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(document)

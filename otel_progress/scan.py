@@ -7,20 +7,36 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import IO, Any, TextIO
 
-from .analyse import TraceReport, analyse_trace
+from .analyse import TraceReport, analyse_trace, run_rows
+from .assemble import AssembledTrace, TraceAssembler
 from .config import Config, ConfigError
 from .engine import ProgressEngine
-from .otlp_json import ReadProblem, iter_documents, open_input, spans_from_request
+from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
 from .spans import SpanRecord
 
-__all__ = ["EXIT_CLEAN", "EXIT_DETECTED", "EXIT_ERROR", "ScanResult", "run_scan", "scan_paths"]
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_DETECTED",
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "MAX_HELD_SPANS",
+    "MAX_PROBLEMS_SHOWN",
+    "ScanResult",
+    "run_scan",
+    "scan_paths",
+]
 
 EXIT_CLEAN = 0
 EXIT_DETECTED = 1
 EXIT_ERROR = 2
+#: An internal error (a bug): reported in one line, never as a traceback.
+EXIT_INTERNAL = 3
+
+#: Spans held at once while traces are assembled; past it traces are analysed early.
+MAX_HELD_SPANS = 200_000
 
 _PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -67,69 +83,155 @@ class _Counting:
         self.stream = stream
         self.count = 0
 
-    def __iter__(self) -> Iterator[bytes]:
-        for line in self.stream:
-            self.count += len(line)
-            yield line
+    def readline(self, size: int = -1) -> bytes:
+        line = self.stream.readline(size)
+        self.count += len(line)
+        return line
+
+
+#: Problems of one kind shown per input file; the rest are counted (``ScanResult.hidden``).
+MAX_PROBLEMS_SHOWN = 20
 
 
 class ScanResult:
-    """Everything a scan found: reports per trace and the problems met reading."""
+    """Everything a scan found: reports per trace and the problems met reading.
+
+    ``problems`` holds the first :data:`MAX_PROBLEMS_SHOWN` problems of each kind per
+    file; ``hidden`` counts the rest, by ``(file, kind)``; ``timelines`` is the per-call
+    data of each run for the HTML report when the scan was asked to keep it."""
 
     def __init__(self) -> None:
         self.reports: list[TraceReport] = []
         self.problems: list[ReadProblem] = []
+        self.hidden: dict[tuple[str, str], int] = {}
         self.unreadable = False
         self.spans = 0
+        self.timelines: dict[tuple[str, str], Any] | None = None
+        self._shown: dict[tuple[str, str], int] = {}
 
     @property
     def detections(self) -> list[Any]:
         return [d for r in self.reports for d in r.detections]
 
+    def problem(self, problem: ReadProblem, kind: str) -> None:
+        """Record a problem of a kind (``json``, ``span``, ``id``, ...)."""
+        key = (problem.source, kind)
+        shown = self._shown.get(key, 0)
+        if shown < MAX_PROBLEMS_SHOWN:
+            self._shown[key] = shown + 1
+            self.problems.append(problem)
+        else:
+            self.hidden[key] = self.hidden.get(key, 0) + 1
 
-def _read(paths: Sequence[str], progress: _Progress, result: ScanResult) -> dict[str, list[SpanRecord]]:
-    traces: dict[str, list[SpanRecord]] = {}
-    for path in paths:
+    def hidden_lines(self) -> list[str]:
+        """One line per kind of problem with more occurrences than were shown."""
+        return [f"{source}: {n:,} more {_KINDS.get(kind, kind)} not shown ({n + self._shown[(source, kind)]:,} in all)"
+                for (source, kind), n in self.hidden.items()]
+
+
+_KINDS = {
+    "json": "lines that could not be read",
+    "span": "spans that could not be read",
+    "id": "spans with malformed or reused ids",
+    "late": "spans that arrived after their trace was analysed",
+}
+
+
+class _Scan:
+    """One scan in progress: reading, assembling traces and analysing each when complete."""
+
+    def __init__(self, engine: ProgressEngine, result: ScanResult, bar: _Progress, max_document_bytes: int,
+                 max_held_spans: int) -> None:
+        self.engine = engine
+        self.result = result
+        self.bar = bar
+        self.max_document_bytes = max_document_bytes
+        self.assembler = TraceAssembler(max_held_spans=max_held_spans)
+        self.ordered: list[tuple[int, int, TraceReport]] = []
+
+    def read(self, path: str) -> None:
+        result = self.result
         source = "<stdin>" if path == "-" else path
         try:
             stream, _ = open_input(path)
         except OSError as exc:
-            result.problems.append(ReadProblem(source, 0, f"cannot open: {exc.strerror or exc}"))
+            result.problem(ReadProblem(source, 0, f"cannot open: {exc.strerror or exc}"), "open")
             result.unreadable = True
-            continue
+            return
         counting = _Counting(stream)
         documents = 0
+        failed = False
+        before = 0
         try:
-            before = 0
-            for item in iter_documents(counting, source):  # type: ignore[arg-type]
+            for item in iter_documents(counting, source,  # type: ignore[arg-type]
+                                       max_document_bytes=self.max_document_bytes):
                 if isinstance(item, ReadProblem):
-                    result.problems.append(item)
+                    result.problem(item, "json")
                     continue
                 line, doc = item
+                problems: list[ReadProblem] = []
                 try:
-                    spans = list(spans_from_request(doc))
+                    spans = list(spans_from_request(doc, problems, source=source, line=line))
                 except (ValueError, TypeError) as exc:
-                    result.problems.append(ReadProblem(source, line, f"{exc}; skipped"))
+                    result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
                     continue
+                for problem in problems:
+                    result.problem(problem, "id")
                 documents += 1
-                for span in spans:
-                    if span.trace_id and span.span_id:
-                        traces.setdefault(span.trace_id, []).append(span)
-                    else:
-                        result.problems.append(ReadProblem(source, line, "span without traceId/spanId skipped"))
-                result.spans += len(spans)
-                progress.advance(counting.count - before, len(spans))
+                self._add(spans, source, line)
+                self.bar.advance(counting.count - before, len(spans))
                 before = counting.count
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
-            result.problems.append(ReadProblem(source, 0, f"read error: {exc}; the rest of the file is skipped"))
-            result.unreadable = True
+            result.problem(ReadProblem(source, 0, f"read error: {exc}; the rest of the file is skipped"), "read")
+            result.unreadable = failed = True
         finally:
             if path != "-":
                 stream.close()
-        if documents == 0 and not result.unreadable:
-            result.problems.append(ReadProblem(source, 0, "no OTLP/JSON trace data found"))
+        if documents == 0 and not failed:
+            result.problem(ReadProblem(source, 0, "no OTLP/JSON trace data found"), "empty")
             result.unreadable = True
-    return traces
+
+    def _add(self, spans: list[SpanRecord], source: str, line: int) -> None:
+        result = self.result
+        add = self.assembler.add
+        for span in spans:
+            if span.trace_id and span.span_id:
+                problem = add(span, source, line)
+                if problem is not None:
+                    result.problem(ReadProblem(source, line, problem), "late" if "arrived after" in problem else "id")
+            else:
+                result.problem(ReadProblem(source, line, "span without traceId/spanId skipped"), "id")
+        result.spans += len(spans)
+        for trace in self.assembler.end_document():
+            self._analyse(trace)
+
+    def finish(self) -> None:
+        for trace in self.assembler.finish():
+            self._analyse(trace)
+        result = self.result
+        a = self.assembler
+        if a.duplicates:
+            result.problem(ReadProblem("scan", 0, f"{a.duplicates:,} duplicate span(s) (the id and content of a"
+                                                  " span already read, e.g. an export sent twice) dropped"), "summary")
+        if a.incomplete:
+            result.problem(ReadProblem("scan", 0, f"{a.incomplete:,} trace(s) analysed before their root span was"
+                                                  " read: more spans were held at once than the limit"
+                                                  " (--max-held-spans)"), "summary")
+        self.ordered.sort(key=lambda t: (t[0], t[1]))
+        result.reports = [rep for _, _, rep in self.ordered]
+
+    def _analyse(self, trace: AssembledTrace) -> None:
+        spans = list(trace.spans.values())
+        report = analyse_trace(spans, self.engine)
+        for span_id, why in report.skipped:
+            self.result.problem(ReadProblem(trace.source, trace.lines.get(span_id, 0),
+                                            f"span {span_id} of trace {trace.trace_id} could not be read ({why});"
+                                            " skipped"), "span")
+        if self.result.timelines is not None:
+            from .report import trace_timelines
+
+            self.result.timelines.update(trace_timelines(trace.trace_id, spans))
+        self.ordered.append((trace.start_ns, trace.order, report))
 
 
 def scan_paths(
@@ -138,10 +240,17 @@ def scan_paths(
     *,
     progress: bool | None = None,
     stderr: TextIO | None = None,
+    timelines: bool = False,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
+    max_held_spans: int = MAX_HELD_SPANS,
 ) -> ScanResult:
-    """Read OTLP/JSON files and analyse every trace in them."""
+    """Read OTLP/JSON files and analyse every trace in them, each as soon as it is
+    complete (see :mod:`otel_progress.assemble`). ``timelines``: also keep each run's
+    per-call data for the HTML report (``result.timelines``)."""
     err = stderr or sys.stderr
     result = ScanResult()
+    if timelines:
+        result.timelines = {}
     total = 0
     for path in paths:
         if path != "-":
@@ -149,12 +258,11 @@ def scan_paths(
                 total += os.path.getsize(path)
     show = progress if progress is not None else (total >= _PROGRESS_MIN_BYTES and err.isatty())
     bar = _Progress(total, err, bool(show))
-    traces = _read(paths, bar, result)
+    scan = _Scan(ProgressEngine(config or Config()), result, bar, max_document_bytes, max_held_spans)
+    for path in paths:
+        scan.read(path)
+    scan.finish()
     bar.close()
-    engine = ProgressEngine(config or Config())
-    ordered = sorted(traces.items(), key=lambda kv: min(s.start_ns for s in kv[1]))
-    for _, spans in ordered:
-        result.reports.append(analyse_trace(spans, engine))
     return result
 
 
@@ -170,7 +278,7 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
                       f"{int(d.level)} {d.level.action:<7}  {d.event:<11}  {d.reason.value:<19}  {figures}\n")
     else:
         out.write("no detections\n")
-    runs = [r for rep in result.reports for r in rep.runs]
+    runs = run_rows(result.reports)
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
               f" in {len(result.reports)} traces, {result.spans} spans\n")
     if runs:
@@ -179,7 +287,23 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
         for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id)):
             first = "-" if r.first_detection_turn is None else str(r.first_detection_turn)
             out.write(f"{r.trace_id:<32}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
-                      f"{r.detections:>6}  {first:>5}  {r.wasted_turns:>12}  {r.wasted_tokens:>13}\n")
+                      f"{len(r.detections):>6}  {first:>5}  {r.wasted_turns:>12}  {r.wasted_tokens:>13}\n")
+
+
+def writable(path: str) -> str | None:
+    """Why ``path`` cannot be written (a message), or None if it can. Checked before
+    the work, so that a long scan or demo does not end in a failed write."""
+    if os.path.isdir(path):
+        return f"{path}: is a directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{path}: directory {parent} does not exist"
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            return f"{path}: not writable"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path}: directory {parent} is not writable"
+    return None
 
 
 def run_scan(
@@ -191,8 +315,10 @@ def run_scan(
     progress: bool | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
+    max_held_spans: int = MAX_HELD_SPANS,
 ) -> int:
-    """The ``scan`` command; returns the exit status."""
+    """The ``scan`` command; returns the exit status (``EXIT_*``)."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     try:
@@ -202,19 +328,31 @@ def run_scan(
     except ConfigError as exc:
         err.write(f"otel-progress scan: {exc}\n")
         return EXIT_ERROR
-    result = scan_paths(paths, config, progress=progress, stderr=err)
+    if html:
+        why = writable(html)
+        if why is not None:
+            err.write(f"otel-progress scan: cannot write the HTML report: {why}\n")
+            return EXIT_ERROR
+    result = scan_paths(paths, config, progress=progress, stderr=err, timelines=bool(html),
+                        max_document_bytes=max_document_bytes, max_held_spans=max_held_spans)
     for problem in result.problems:
         err.write(f"otel-progress scan: {problem}\n")
+    for line in result.hidden_lines():
+        err.write(f"otel-progress scan: {line}\n")
     if fmt == "table":
         _format_table(result, out)
     else:
         for d in result.detections:
             out.write(json.dumps(d.to_dict(), sort_keys=True) + "\n")
+    out.flush()
     if html:
         from .report import write_html
 
-        write_html(result, html, sources=[p for p in paths if p != "-"])
-    out.flush()
+        try:
+            write_html(result, html)
+        except OSError as exc:
+            err.write(f"otel-progress scan: cannot write the HTML report: {html}: {exc.strerror or exc}\n")
+            return EXIT_ERROR
     if result.unreadable:
         return EXIT_ERROR
     return EXIT_DETECTED if result.detections else EXIT_CLEAN

@@ -1,0 +1,167 @@
+"""``otel-progress scan`` over a large input: resident memory and throughput.
+
+Run: ``python bench/bench_scan.py [--size-mb 200]`` (prints its figures; no pass/fail).
+
+It generates (once, cached under ``~/.cache/otel-progress/``) a line-delimited OTLP/JSON
+file as the Collector's file exporter writes it: batches of spans in the order they
+ended, several agent runs in flight at once, so a run's spans are spread over several
+lines and lines hold spans of several runs; tool results of about 1 KB. Then it runs
+``otel-progress scan --no-progress`` in a fresh process on
+
+* the file as generated,
+* the same file with a corrupt first line (the case that used to buffer the whole file),
+* 10% of the size of non-JSON garbage (the error lines printed are counted),
+
+and prints each run's peak resident memory (from ``wait4``), the ratio to the input size,
+the ratio to a bare interpreter that imported the command, and the throughput beside a
+plain ``json.loads`` of every line in the same process (the floor for any reader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+S = 1_000_000_000
+T0 = 1_764_000_000_000_000_000
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "otel-progress"
+
+
+def _attr(key: str, value: object) -> dict[str, object]:
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": str(value)}}
+
+
+def _trace_spans(n: int, rnd: random.Random) -> list[dict[str, object]]:
+    """One agent run: an invoke_agent span with chat and tool spans, in end order."""
+    trace_id = f"{rnd.getrandbits(128):032x}"
+    agent_id = f"{rnd.getrandbits(64):016x}"
+    t = T0 + n * 7 * S
+    spans: list[dict[str, object]] = []
+    loop = n % 3 == 0  # a third of the runs repeat one search
+
+    def span(name: str, start: int, end: int, attributes: list[dict[str, object]], parent: str) -> None:
+        spans.append({"traceId": trace_id, "spanId": f"{rnd.getrandbits(64):016x}", "parentSpanId": parent,
+                      "name": name, "kind": 1, "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
+                      "attributes": attributes, "status": {}})
+
+    start = t
+    for i in range(rnd.randrange(10, 30)):
+        span("chat gpt-4o", t, t + S, [_attr("gen_ai.operation.name", "chat"),
+                                       _attr("gen_ai.usage.input_tokens", 1500 + i * 10),
+                                       _attr("gen_ai.usage.output_tokens", 120)], agent_id)
+        t += S
+        query = "refund policy" if loop else f"topic {n} part {i}"
+        body = [{"id": f"doc-{n}-{i}-{j}", "title": f"result {j}", "text": "lorem ipsum dolor " * 3}
+                for j in range(0 if loop else 8)]
+        span("execute_tool search_docs", t, t + S // 2,
+             [_attr("gen_ai.operation.name", "execute_tool"), _attr("gen_ai.tool.name", "search_docs"),
+              _attr("gen_ai.tool.call.arguments", json.dumps({"q": query})),
+              _attr("gen_ai.tool.call.result", json.dumps({"results": body}))], agent_id)
+        t += S
+    spans.append({"traceId": trace_id, "spanId": agent_id, "name": "invoke_agent research-agent", "kind": 1,
+                  "startTimeUnixNano": str(start), "endTimeUnixNano": str(t + S),
+                  "attributes": [_attr("gen_ai.operation.name", "invoke_agent"),
+                                 _attr("gen_ai.agent.name", "research-agent")], "status": {}})
+    return spans
+
+
+def generate(path: Path, size_mb: int) -> None:
+    rnd = random.Random(7)
+    limit = size_mb * 1_000_000
+    written = 0
+    n = 0
+    in_flight: list[list[dict[str, object]]] = []
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        while written < limit:
+            while len(in_flight) < 8:
+                in_flight.append(_trace_spans(n, rnd))
+                n += 1
+            batch: list[dict[str, object]] = []
+            while len(batch) < 96 and in_flight:  # spans end interleaved across the runs in flight
+                run = in_flight[rnd.randrange(len(in_flight))]
+                batch.append(run.pop(0))
+                if not run:
+                    in_flight.remove(run)
+            line = json.dumps({"resourceSpans": [{"resource": {"attributes": [_attr("service.name", "bench")]},
+                                                  "scopeSpans": [{"scope": {"name": "bench"}, "spans": batch}]}]},
+                              separators=(",", ":")) + "\n"
+            fh.write(line)
+            written += len(line)
+        for run in in_flight:  # finish the runs still in flight
+            line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": run}]}]}, separators=(",", ":")) + "\n"
+            fh.write(line)
+    tmp.replace(path)
+
+
+def run(cmd: list[str], stderr_lines: bool = False) -> tuple[float, float, int, int]:
+    """Run ``cmd``; returns (seconds, peak RSS in MB, exit status, lines on stderr)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = 0
+    assert proc.stderr is not None
+    for _ in proc.stderr:
+        lines += 1
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024, proc.returncode, lines
+
+
+def json_floor(path: Path) -> float:
+    """Seconds for a bare ``json.loads`` of every line (the floor for any reader)."""
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        for line in fh:
+            json.loads(line)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=200)
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    clean = CACHE / f"bench-scan-{args.size_mb}mb.jsonl"
+    if not clean.exists():
+        print(f"generating {clean} ...", flush=True)
+        generate(clean, args.size_mb)
+    corrupt = CACHE / f"bench-scan-{args.size_mb}mb-corrupt-first.jsonl"
+    if not corrupt.exists():
+        with open(clean, "rb") as src, open(corrupt, "wb") as dst:
+            dst.write(b'{"resourceSpans": [ broken\n')
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+    garbage = CACHE / f"bench-scan-{args.size_mb // 10}mb-garbage.txt"
+    if not garbage.exists():
+        rnd = random.Random(3)
+        with open(garbage, "w") as fh:
+            size = 0
+            while size < args.size_mb * 100_000:
+                line = "".join(rnd.choice("abcdef{}[]:, ") for _ in range(120)) + "\n"
+                fh.write(line)
+                size += len(line)
+    scan = [sys.executable, "-m", "otel_progress.cli", "scan", "--no-progress"]
+    _, idle_rss, _, _ = run([sys.executable, "-c", "import otel_progress.cli, otel_progress.scan"])
+    floor = json_floor(clean)
+    size_mb = clean.stat().st_size / 1e6
+    print(f"input {size_mb:.0f} MB; interpreter with the command imported: {idle_rss:.0f} MB RSS;"
+          f" json.loads of every line: {size_mb / floor:.1f} MB/s\n")
+    print(f"{'case':<28} {'exit':>4} {'RSS MB':>8} {'RSS/input':>9} {'RSS/idle':>8} {'MB/s':>7}"
+          f" {'vs json':>7} {'stderr lines':>12}")
+    for name, path in (("line-delimited", clean), ("corrupt first line", corrupt), ("garbage (10% size)", garbage)):
+        seconds, rss, code, lines = run([*scan, str(path)])
+        mb = path.stat().st_size / 1e6
+        print(f"{name:<28} {code:>4} {rss:>8.0f} {rss / mb:>9.2f} {rss / idle_rss:>8.1f} {mb / seconds:>7.1f}"
+              f" {(mb / seconds) / (size_mb / floor):>7.2f} {lines:>12}")
+
+
+if __name__ == "__main__":
+    main()
