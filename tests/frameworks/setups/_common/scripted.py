@@ -1,0 +1,230 @@
+"""What every set-up's ``agent.py`` shares (standard library only, so it runs in every
+framework's virtualenv): the two tools, the model's script for each scenario, and a fake
+OpenAI-compatible chat-completions server on 127.0.0.1 that plays that script.
+
+Scenarios (the same in every framework):
+
+- ``loop``: the model calls ``lookup_order(order_id="A-17")`` eight times; the tool returns
+  the same record every time;
+- ``empty_search``: the model calls ``search_docs`` eight times, rephrasing the query about
+  refunds each time; the index has nothing about refunds, so every result is empty;
+- ``healthy``: six calls (orders and searches) that each return something new, then the
+  answer.
+
+An ``agent.py`` imports this with ``sys.path.insert(0, <this directory>)``; a framework that
+has its own test model (pydantic-ai's ``FunctionModel``, LangChain's fake chat models)
+plays :func:`script` through it, the others point their OpenAI client at
+:class:`FakeOpenAI`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SCENARIOS = ("loop", "empty_search", "healthy")
+LOOP_TURNS = 8
+HEALTHY_TURNS = 6
+
+ORDERS = {
+    "A-17": {"order_id": "A-17", "items": 2, "shipped_to": "Berlin", "carrier": "DHL"},
+    "A-18": {"order_id": "A-18", "items": 1, "shipped_to": "Lyon", "carrier": "UPS"},
+    "A-19": {"order_id": "A-19", "items": 5, "shipped_to": "Turin", "carrier": "GLS"},
+}
+DOCS = {
+    "shipping": ["Orders ship within 2 business days.", "Express shipping costs 9 EUR."],
+    "warranty": ["Every device has a 2-year warranty."],
+    "returns": ["Unused items can be sent back within 30 days."],
+}
+EMPTY_QUERIES = [
+    "refund policy", "refund policy for orders", "how do I get a refund", "money back policy",
+    "refunds", "refund rules for damaged items", "reimbursement policy", "get my money back",
+]
+FINAL = {
+    "loop": "Order A-17 has 2 items shipped to Berlin.",
+    "empty_search": "I could not find the refund policy.",
+    "healthy": "Orders ship in 2 days, devices have a 2-year warranty, and A-17, A-18, A-19 are shipped.",
+}
+
+
+def lookup_order(order_id: str) -> str:
+    """Look up an order by its id and return its record as JSON."""
+    order = ORDERS.get(order_id)
+    return json.dumps(order if order else {"error": f"no order {order_id}"})
+
+
+def search_docs(query: str) -> str:
+    """Search the help-centre documents; returns the matching passages as JSON."""
+    words = set(query.lower().replace("?", "").split())
+    hits = [text for topic, texts in DOCS.items() if topic in words for text in texts]
+    return json.dumps({"results": hits, "total": len(hits)})
+
+
+TOOLS: dict[str, Callable[..., str]] = {"lookup_order": lookup_order, "search_docs": search_docs}
+TOOL_SCHEMAS = [
+    {"type": "function", "function": {
+        "name": "lookup_order", "description": lookup_order.__doc__,
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                       "required": ["order_id"]}}},
+    {"type": "function", "function": {
+        "name": "search_docs", "description": search_docs.__doc__,
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+]
+
+_HEALTHY = [
+    ("search_docs", {"query": "shipping times"}),
+    ("lookup_order", {"order_id": "A-17"}),
+    ("search_docs", {"query": "warranty length"}),
+    ("lookup_order", {"order_id": "A-18"}),
+    ("search_docs", {"query": "returns window"}),
+    ("lookup_order", {"order_id": "A-19"}),
+]
+
+
+def script(scenario: str) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls the model makes in ``scenario``, in order (then it answers)."""
+    if scenario == "loop":
+        return [("lookup_order", {"order_id": "A-17"})] * LOOP_TURNS
+    if scenario == "empty_search":
+        return [("search_docs", {"query": q}) for q in EMPTY_QUERIES[:LOOP_TURNS]]
+    if scenario == "healthy":
+        return list(_HEALTHY[:HEALTHY_TURNS])
+    raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+
+
+def next_step(scenario: str, done: int) -> tuple[str, dict[str, Any]] | str:
+    """The model's move after ``done`` tool results: a tool call, or the final answer."""
+    steps = script(scenario)
+    return steps[done] if done < len(steps) else FINAL[scenario]
+
+
+def scenario_from_argv(argv: list[str] | None = None) -> str:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in SCENARIOS:
+        raise SystemExit(f"usage: python agent.py {{{','.join(SCENARIOS)}}} [options]")
+    return argv[0]
+
+
+# --- a fake OpenAI-compatible server --------------------------------------------------------
+
+
+def _tool_results_in(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") in ("tool", "function"))
+
+
+class FakeOpenAI:
+    """A chat-completions server on 127.0.0.1 (``base_url``) that plays ``scenario``.
+
+    Each request is answered from the number of tool results in its messages (so retries
+    and parallel agents stay consistent), with one tool call or the final answer; streamed
+    (``"stream": true``) or not. ``react=True`` answers in the ReAct text format
+    (``Thought/Action/Action Input`` and ``Answer``), counting ``Observation`` lines.
+    ``step_of`` replaces the way the step is read from the messages.
+    """
+
+    def __init__(self, scenario: str, *, react: bool = False,
+                 step_of: Callable[[list[dict[str, Any]]], int] | None = None) -> None:
+        self.scenario = scenario
+        self.react = react
+        self.step_of = step_of or (_observations_in if react else _tool_results_in)
+        self.requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message for one request body."""
+        self.requests += 1
+        step = next_step(self.scenario, self.step_of(body.get("messages") or []))
+        if isinstance(step, str):
+            return {"role": "assistant", "content": f"Answer: {step}" if self.react else step}
+        name, args = step
+        if self.react:
+            text = f"Thought: I need to use a tool.\nAction: {name}\nAction Input: {json.dumps(args)}"
+            return {"role": "assistant", "content": text}
+        call = {"id": f"call_{self.requests}", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"fake server: no {self.path}"}})
+                    return
+                message = fake.reply(body)
+                model = body.get("model", "fake-model")
+                usage = {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                if body.get("stream"):
+                    self._stream(model, message, finish, usage)
+                    return
+                self._send(200, {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion",
+                                 "created": int(time.time()), "model": model,
+                                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                                 "usage": usage})
+
+            def _send(self, code: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, model: str, message: dict[str, Any], finish: str, usage: dict[str, int]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                base = {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion.chunk",
+                        "created": int(time.time()), "model": model}
+                delta: dict[str, Any] = {"role": "assistant"}
+                if message.get("tool_calls"):
+                    delta["tool_calls"] = [{"index": 0, **c} for c in message["tool_calls"]]
+                else:
+                    delta["content"] = message["content"]
+                for chunk in (
+                    {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                    {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+                    {**base, "choices": [], "usage": usage},
+                ):
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+        return Handler
+
+
+def _observations_in(messages: list[dict[str, Any]]) -> int:
+    text = "\n".join(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                     for m in messages)
+    return text.count("Observation:")
+
+
+def iter_script(scenario: str) -> Iterator[tuple[str, dict[str, Any]] | str]:
+    """The model's moves in order, ending with the answer."""
+    yield from script(scenario)
+    yield FINAL[scenario]

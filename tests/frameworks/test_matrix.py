@@ -1,0 +1,67 @@
+"""Issue 9's matrix: every set-up under ``setups/`` × the three scenarios, each a real
+framework with a real instrumentation from PyPI on a scripted model, run zero-code under
+``opentelemetry-instrument`` with otel-progress installed.
+
+- ``loop``: the same tool call with the same result, again and again: caught, as a
+  ``no_progress``/``livelock`` event on a tool span;
+- ``empty_search``: a search rephrased every turn that keeps returning nothing: caught;
+- ``healthy``: every call brings something new: no span is annotated.
+
+A set-up marked ``status = "cannot"`` (no tool spans, or no content at all) is only
+asserted to run without a crash and without a false detection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .harness import SCENARIOS, Run, Setup, discover, run_agent
+
+SETUPS = discover()
+
+
+def _params() -> list[object]:
+    out = []
+    for setup in SETUPS:
+        for scenario in SCENARIOS:
+            marks = []
+            if setup.works and scenario in setup.xfail:
+                marks.append(pytest.mark.xfail(reason=setup.xfail[scenario], strict=True))
+            out.append(pytest.param(setup, scenario, id=f"{setup.id}/{scenario}", marks=marks))
+    return out
+
+
+def _explain(run: Run) -> str:
+    return f"\n{run.summary()}\n--- stderr (tail) ---\n{run.stderr[-2500:]}"
+
+
+@pytest.mark.timeout(3600)  # the first test may wait for its virtualenv to be built
+@pytest.mark.parametrize(("setup", "scenario"), _params())
+def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
+    run = run_agent(setup, scenario, venv)
+    assert run.returncode == 0, f"agent.py exited {run.returncode}" + _explain(run)
+    assert not run.crashes(), "otel-progress raised:\n" + "\n".join(run.crashes())
+    flagged = run.flagged()
+    if scenario == "healthy":
+        assert not flagged, "the healthy run was annotated" + _explain(run)
+    if not setup.works:
+        return
+    tools = run.tool_spans()
+    assert len(tools) >= setup.min_tool_spans, (
+        f"expected at least {setup.min_tool_spans} tool spans, got {len(tools)}" + _explain(run))
+    if scenario != "healthy":
+        caught = [s for s in tools if s in flagged]
+        assert caught, f"the {scenario} run was not caught on a tool span" + _explain(run)
+
+
+def test_every_setup_directory_is_complete() -> None:
+    # discover() already rejects malformed files; this keeps an empty matrix from passing
+    assert SETUPS, "no set-ups found under tests/frameworks/setups"
+    for setup in SETUPS:
+        text = setup.requirements_path.read_text()
+        pins = [line.split("#")[0].strip() for line in text.splitlines()]
+        pins = [p for p in pins if p and not p.startswith("-")]
+        loose = [p for p in pins if "==" not in p]
+        assert not loose, f"{setup.requirements_path}: not pinned with ==: {loose}"
