@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -396,10 +397,24 @@ def run_demo(
         if not config.manifest:
             config = config.replace(manifest=parse_manifest(DEMO_MANIFEST, "demo manifest"))
     exporters: list[SpanExporter] = []
+    settings_path = None
     if output:
-        if os.path.exists(output):
-            os.remove(output)
-        exporters.append(OtlpJsonFileExporter(output))
+        from .scan import writable
+
+        settings_path = settings_file_for(output)
+        for path in (output, settings_path):
+            why = writable(path)
+            if why is not None:
+                sys.stderr.write(f"otel-progress demo: cannot write {why}\n")
+                return 2
+        try:
+            if os.path.exists(output):
+                os.remove(output)
+            exporters.append(OtlpJsonFileExporter(output))
+            write_settings(config, settings_path)
+        except OSError as exc:
+            sys.stderr.write(f"otel-progress demo: cannot write {output}: {exc.strerror or exc}\n")
+            return 2
     otlp = _otlp_exporter(out)
     if otlp is not None:
         exporters.append(otlp)
@@ -469,13 +484,54 @@ def run_demo(
               f" of {sum(1 for s in chosen if not s.expect_detection)}.\n")
     if wrong:
         out.write(f"unexpected outcome for: {', '.join(wrong)}\n")
-    if output:
-        out.write(f"spans written to {output} (OTLP/JSON); read them back with:\n"
-                  f"  otel-progress scan --format table {output}\n")
+    if output and settings_path:
+        out.write(f"spans written to {output} (OTLP/JSON), the settings used to {settings_path};"
+                  " this reproduces the detections above:\n"
+                  f"  {reproduce_command(output, settings_path)}\n")
     if otlp is not None:
         out.write("spans also sent to the OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT\n")
     out.flush()
     return 0
+
+
+def settings_file_for(output: str) -> str:
+    """Where the demo writes its settings, beside ``output``: ``demo.jsonl`` ->
+    ``demo.config.json``."""
+    root, ext = os.path.splitext(output)
+    return (root if ext in (".jsonl", ".json") else output) + ".config.json"
+
+
+def settings_mapping(config: Config) -> dict[str, Any]:
+    """The settings of ``config`` that differ from the defaults, as a config file holds
+    them (``otel-progress scan --config``), with the manifest. The digest key is never
+    written (a secret): a scan gives the same digests only with the same
+    ``OTEL_PROGRESS_DIGEST_KEY``."""
+    default = Config()
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Config):
+        value = getattr(config, f.name)
+        if f.name in ("digest_key", "manifest") or value == getattr(default, f.name):
+            continue
+        out[f.name] = sorted(value) if isinstance(value, frozenset) else value
+    out["manifest"] = [
+        {k: (sorted(v) if isinstance(v, frozenset) else v) for k, v in dataclasses.asdict(spec).items()}
+        for spec in config.manifest.values()
+    ]
+    return out
+
+
+def write_settings(config: Config, path: str) -> None:
+    """Write :func:`settings_mapping` of ``config`` to ``path`` as JSON."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(settings_mapping(config), fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
+def reproduce_command(output: str, settings_path: str) -> str:
+    """The ``otel-progress scan`` command that gives the demo's detections again."""
+    import shlex
+
+    return f"otel-progress scan --config {shlex.quote(settings_path)} --format table {shlex.quote(output)}"
 
 
 class _Discard(SpanExporter):

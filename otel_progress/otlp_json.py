@@ -317,11 +317,12 @@ def iter_documents(
     first = True
     pending: list[bytes] = []
     pending_bytes = 0
+    pending_start = 1
     line_no = 0
     for raw_line in _lines(stream, max_document_bytes):
         line_no += 1
         if isinstance(raw_line, int):
-            yield from _flush_pending(pending, source)
+            yield from _flush_pending(pending, source, pending_start)
             pending, pending_bytes, first = [], 0, False
             yield ReadProblem(source, line_no, f"line of {raw_line:,} bytes is longer than the"
                                                f" {_mb(max_document_bytes)} limit; skipped")
@@ -329,16 +330,17 @@ def iter_documents(
         if pending:
             doc = _is_export(raw_line)
             if doc is not None:  # line-delimited after all: the first lines were corrupt
-                yield from _flush_pending(pending, source)
+                yield from _flush_pending(pending, source, pending_start)
                 pending, pending_bytes = [], 0
                 yield line_no, doc
                 continue
             pending.append(raw_line)
             pending_bytes += len(raw_line)
             if pending_bytes > max_document_bytes:
-                yield ReadProblem(source, 1, f"lines 1-{line_no} are not valid JSON line by line, and not one"
-                                             f" JSON document within the {_mb(max_document_bytes)} limit for a"
-                                             " multi-line document; skipped")
+                yield ReadProblem(source, pending_start,
+                                  f"lines {pending_start}-{line_no} are not valid JSON line by line, and not one"
+                                  f" JSON document within the {_mb(max_document_bytes)} limit for a"
+                                  " multi-line document; skipped")
                 pending, pending_bytes = [], 0
             continue
         if not raw_line.strip():
@@ -346,11 +348,13 @@ def iter_documents(
         try:
             doc = json.loads(raw_line)
         except (ValueError, RecursionError) as exc:
-            if first:
+            if first and raw_line.lstrip()[:1] in (b"{", b"["):
                 pending.append(raw_line)  # maybe a pretty-printed single document
                 pending_bytes = len(raw_line)
+                pending_start = line_no
                 first = False
                 continue
+            first = False
             yield ReadProblem(source, line_no, f"not valid JSON ({_short(exc)}); line skipped")
             continue
         first = False
@@ -360,14 +364,14 @@ def iter_documents(
         try:
             doc = json.loads(text)
         except (ValueError, RecursionError):
-            yield from _flush_pending(pending, source)
+            yield from _flush_pending(pending, source, pending_start)
         else:
-            yield 1, doc
+            yield pending_start, doc
 
 
-def _flush_pending(pending: list[bytes], source: str) -> Iterator[tuple[int, Any] | ReadProblem]:
+def _flush_pending(pending: list[bytes], source: str, start: int) -> Iterator[tuple[int, Any] | ReadProblem]:
     """The collected first lines, read line by line (they were not one document)."""
-    for i, raw_line in enumerate(pending, 1):
+    for i, raw_line in enumerate(pending, start):
         if not raw_line.strip():
             continue
         try:

@@ -106,6 +106,7 @@ class ScanResult:
         self.hidden: dict[tuple[str, str], int] = {}
         self.unreadable = False
         self.spans = 0
+        self.held_peak = 0  # the most spans held at once while traces were assembled
         self.timelines: dict[tuple[str, str], Any] | None = None
         self._shown: dict[tuple[str, str], int] = {}
 
@@ -202,6 +203,8 @@ class _Scan:
             else:
                 result.problem(ReadProblem(source, line, "span without traceId/spanId skipped"), "id")
         result.spans += len(spans)
+        if self.assembler.held_spans > result.held_peak:
+            result.held_peak = self.assembler.held_spans
         for trace in self.assembler.end_document():
             self._analyse(trace)
 
