@@ -1,124 +1,64 @@
-"""Reading tool calls, agents and token usage from spans of every convention.
+"""Reading tool calls, agents and token usage from spans of every convention: the stable
+facade over :mod:`otel_progress.conventions`.
 
 Adapters convert their span objects (an SDK ``ReadableSpan``, an OTLP protobuf span, an
 OTLP/JSON span) into a :class:`SpanRecord`; everything after that is shared:
 :func:`classify` says what a span is, :func:`read_tool_call` builds the engine's
-:class:`~otel_progress.model.ToolCall`, :func:`read_tokens` reads model token usage, and
-:class:`Lineage` resolves which agent run and plan node a span belongs to.
+:class:`~otel_progress.model.ToolCall`, :func:`read_tokens` reads model token usage,
+:func:`agent_name` names an agent span, :func:`run_group` finds the client run of a tool
+call that has no agent span, and :class:`Lineage` resolves which agent run and plan node a
+span belongs to.
 
-Conventions read (see the README's input table): OpenTelemetry GenAI
-(``gen_ai.operation.name=execute_tool``), OpenInference (``openinference.span.kind=TOOL``),
-OpenLLMetry (``traceloop.span.kind=tool``) and MCP (``mcp.method.name=tools/call``).
+The conventions themselves (OpenTelemetry GenAI, OpenInference, OpenLLMetry, MCP, Pydantic
+AI, Strands, Google ADK, LlamaIndex through OpenLLMetry) are one module each in
+:mod:`otel_progress.conventions`; the README's "Inputs it reads" lists what each reads.
 """
 
 from __future__ import annotations
 
-import enum
-import json
-import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from .conventions import (
+    MARKER_KEYS,
+    MARKER_NAME_PREFIXES,
+    SpanKind,
+    SpanRecord,
+    agent_name,
+    classify,
+    group_key,
+    is_candidate,
+    read_tokens,
+    read_tool,
+)
+from .conventions.base import as_number, as_text
 from .model import NOT_CAPTURED, ToolCall
 
 __all__ = [
+    "MARKER_KEYS",
+    "MARKER_NAME_PREFIXES",
     "Lineage",
     "SpanKind",
     "SpanRecord",
     "agent_name",
     "classify",
+    "is_candidate",
     "read_tokens",
     "read_tool_call",
+    "run_group",
 ]
 
 
-class SpanKind(enum.Enum):
-    """What a span is, for the engine."""
-
-    TOOL = "tool"
-    AGENT = "agent"
-    MODEL = "model"
-    OTHER = "other"
-
-
-@dataclass(slots=True)
-class SpanRecord:
-    """A convention-neutral view of one span. Ids are lower-case hex strings."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str = ""
-    name: str = ""
-    start_ns: int = 0
-    end_ns: int = 0
-    attributes: Mapping[str, Any] = field(default_factory=dict)
-    error: bool = False
-    status_message: str = ""
-    events: Sequence[tuple[str, Mapping[str, Any]]] = ()
-
-
-_MODEL_OPS = frozenset({"chat", "generate_content", "text_completion", "embeddings"})
-_TOOL_OP = "execute_tool"
-_AGENT_OPS = frozenset({"invoke_agent"})
-
-
 def _str(value: Any) -> str | None:
+    """Text of a scalar attribute (numbers as their text); ``None`` for lists and maps."""
     if value is None:
         return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
-
-
-def classify(span: SpanRecord) -> SpanKind:
-    """Tool call, agent invocation, model call, or anything else."""
-    a = span.attributes
-    op = a.get("gen_ai.operation.name")
-    if op == _TOOL_OP:
-        return SpanKind.TOOL
-    if op in _AGENT_OPS:
-        return SpanKind.AGENT
-    oi = a.get("openinference.span.kind")
-    if isinstance(oi, str):
-        oi = oi.upper()
-        if oi == "TOOL":
-            return SpanKind.TOOL
-        if oi == "AGENT":
-            return SpanKind.AGENT
-        if oi == "LLM":
-            return SpanKind.MODEL
-    tl = a.get("traceloop.span.kind")
-    if tl == "tool":
-        return SpanKind.TOOL
-    if tl == "agent":
-        return SpanKind.AGENT
-    if a.get("mcp.method.name") == "tools/call":
-        return SpanKind.TOOL
-    if op in _MODEL_OPS or "gen_ai.usage.input_tokens" in a or "llm.token_count.prompt" in a:
-        return SpanKind.MODEL
-    return SpanKind.OTHER
-
-
-def _first(a: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = a.get(key)
-        if value is not None:
-            return value
-    return NOT_CAPTURED
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+    text = as_text(value)
+    if text is not None:
+        return text
+    if isinstance(value, (int, float)):
+        return str(value)
+    return None
 
 
 def _ids(value: Any) -> tuple[str, ...] | None:
@@ -132,30 +72,15 @@ def _ids(value: Any) -> tuple[str, ...] | None:
     return (str(value),)
 
 
-def _json_text(value: Any) -> Any:
-    """Decode a value that is a JSON-encoded string (``'"0 results"'``) to its text."""
-    if isinstance(value, str) and len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(decoded, str):
-            return decoded
-    return value
-
-
-def _tool_name(span: SpanRecord) -> str:
-    a = span.attributes
-    name = _first(a, "gen_ai.tool.name", "tool.name", "traceloop.entity.name")
-    if name is not NOT_CAPTURED:
-        return _str(name) or "unknown"
-    n = span.name
+def _fallback_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        return "unknown"
     for prefix in ("execute_tool ", "tools/call "):
-        if n.startswith(prefix):
-            return n[len(prefix):]
-    if n.endswith(".tool"):
-        return n[: -len(".tool")]
-    return n or "unknown"
+        if name.startswith(prefix):
+            return name[len(prefix):] or "unknown"
+    if name.endswith(".tool") and len(name) > 5:
+        return name[: -len(".tool")]
+    return name
 
 
 def read_tool_call(
@@ -164,32 +89,36 @@ def read_tool_call(
     run_id: str = "",
     agent: str | None = None,
     node: str | None = None,
+    trace_key: str | None = None,
 ) -> ToolCall:
-    """Build the engine's view of a tool-call span. Never raises on odd attribute types."""
+    """Build the engine's view of a tool-call span. Never raises on odd attribute types.
+
+    ``trace_key``: the engine's trace key when it is not the span's trace id (a
+    :func:`run_group` key)."""
     a = span.attributes
-    arguments = _first(a, "gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
-    result = _first(a, "gen_ai.tool.call.result", "output.value")
-    if result is NOT_CAPTURED:
-        # OpenLLMetry stores json.dumps(output): a text result arrives as a JSON string.
-        result = _json_text(_first(a, "traceloop.entity.output"))
+    content = read_tool(span)
     error_type = _str(a.get("error.type"))
     error_message = span.status_message or None
-    for name, attrs in span.events:
-        if name == "exception":
+    for event in span.events or ():
+        try:
+            name, attrs = event
+        except (TypeError, ValueError):
+            continue
+        if name == "exception" and hasattr(attrs, "get"):
             error_type = error_type or _str(attrs.get("exception.type"))
             error_message = error_message or _str(attrs.get("exception.message"))
     error = bool(span.error or error_type)
     explicit_node = _str(a.get("progress.plan.node"))
     return ToolCall(
-        name=_tool_name(span),
-        arguments=arguments,
-        result=result,
+        name=content.name or _fallback_name(span.name),
+        arguments=NOT_CAPTURED if content.arguments is None else content.arguments,
+        result=NOT_CAPTURED if content.result is None else content.result,
         error=error,
         error_type=error_type,
-        error_message=error_message,
-        start_ns=int(span.start_ns or 0),
-        end_ns=int(span.end_ns or span.start_ns or 0),
-        trace_id=span.trace_id,
+        error_message=error_message if isinstance(error_message, str) else None,
+        start_ns=_ns(span.start_ns),
+        end_ns=_ns(span.end_ns) or _ns(span.start_ns),
+        trace_id=trace_key or span.trace_id,
         span_id=span.span_id,
         parent_id=span.parent_id,
         run_id=run_id,
@@ -198,48 +127,31 @@ def read_tool_call(
         state=_str(a.get("progress.state")),
         plan_step=_str(a.get("progress.plan.step")),
         goal=_str(a.get("progress.goal.id")),
-        goal_distance=_number(a.get("progress.goal.distance")),
-        measure=_number(a.get("progress.measure")),
+        goal_distance=as_number(a.get("progress.goal.distance")),
+        measure=as_number(a.get("progress.measure")),
         evidence=_ids(a.get("progress.evidence")),
         obligations=_ids(a.get("progress.obligations")),
         blocked_on=_str(a.get("progress.blocked_on")),
     )
 
 
-def read_tokens(span: SpanRecord) -> int:
-    """Tokens a model-call span consumed (input + output), 0 if it says nothing."""
-    a = span.attributes
-    total = 0.0
-    found = False
-    for pair in (
-        ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
-        ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
-        ("llm.token_count.prompt", "llm.token_count.completion"),
-    ):
-        values = [_number(a.get(k)) for k in pair]
-        if any(v is not None for v in values):
-            total = sum(v for v in values if v is not None and v > 0)
-            found = True
-            break
-    if not found:
-        for key in ("llm.token_count.total", "gen_ai.usage.total_tokens"):
-            v = _number(a.get(key))
-            if v is not None and v > 0:
-                return int(v)
-    return int(total)
+def _ns(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
-def agent_name(span: SpanRecord) -> str | None:
-    """The agent's name (or id) from an agent span."""
-    a = span.attributes
-    for key in ("gen_ai.agent.name", "agent.name", "gen_ai.agent.id", "traceloop.entity.name"):
-        value = _str(a.get(key))
-        if value:
-            return value
-    name = span.name
-    if name.startswith("invoke_agent "):
-        return name[len("invoke_agent "):]
-    return name or None
+def run_group(span: SpanRecord) -> str | None:
+    """For a tool span that is the root of its trace (no agent span, no parent): the
+    engine trace key of the client run it belongs to (its session, conversation, service
+    instance or process; see :mod:`otel_progress.conventions.grouping`), or ``None``."""
+    if span.parent_id:
+        return None
+    try:
+        return group_key(span)
+    except Exception:  # pragma: no cover - group_key is total
+        return None
 
 
 #: A registered span: ``(parent_id, kind, name, agent)`` (a plain tuple: cheaper to build,

@@ -1,0 +1,183 @@
+"""Span conventions: one module per instrumentation, behind one small reader interface.
+
+Each convention is a :class:`SpanConvention` (see :mod:`.base`); :data:`CONVENTIONS` lists
+them in the order they are asked, the instrumentation-specific ones before the generic
+OpenTelemetry GenAI conventions. For every question the first convention that knows the
+answer gives it; for a tool call each field (name, arguments, result) comes from the first
+convention that found it, and known envelopes are then taken off (:mod:`.envelopes`).
+
+Adding an instrumentation is one module with a :class:`SpanConvention` subclass and one
+line in :data:`CONVENTIONS`; if its spans carry none of the existing marker keys, its
+``marker_keys`` / ``marker_name_prefixes`` extend :data:`MARKER_KEYS` /
+:data:`MARKER_NAME_PREFIXES`, which the processor's and the service's fast paths use to
+skip plain spans (one source of truth).
+
+Everything here is total: a convention that raises on some odd value is skipped for that
+span (and the answer is what the others say), so nothing reaches the application.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .base import SpanConvention, ToolContent
+from .envelopes import reduce_arguments, reduce_result
+from .genai import GenAIConvention
+from .google_adk import GoogleADKConvention
+from .grouping import GROUP_PREFIX, group_key, is_group_key
+from .llamaindex import LlamaIndexConvention
+from .mcp import MCPConvention
+from .openinference import OpenInferenceConvention
+from .openllmetry import OpenLLMetryConvention
+from .pydantic_ai import PydanticAIConvention
+from .record import SpanKind, SpanRecord
+from .strands import StrandsConvention
+
+__all__ = [
+    "CONVENTIONS",
+    "GROUP_PREFIX",
+    "MARKER_BYTES",
+    "MARKER_KEYS",
+    "MARKER_NAME_PREFIXES",
+    "SpanConvention",
+    "SpanKind",
+    "SpanRecord",
+    "ToolContent",
+    "agent_name",
+    "classify",
+    "group_key",
+    "is_candidate",
+    "is_group_key",
+    "read_tokens",
+    "read_tool",
+    "reduce_arguments",
+    "reduce_result",
+]
+
+#: The conventions, in the order they are asked.
+CONVENTIONS: tuple[SpanConvention, ...] = (
+    PydanticAIConvention(),
+    StrandsConvention(),
+    GoogleADKConvention(),
+    LlamaIndexConvention(),
+    OpenLLMetryConvention(),
+    OpenInferenceConvention(),
+    MCPConvention(),
+    GenAIConvention(),
+)
+
+#: Attribute keys of which every span that :func:`classify` does not call OTHER has at
+#: least one, unless its name starts with one of :data:`MARKER_NAME_PREFIXES`.
+MARKER_KEYS: frozenset[str] = frozenset().union(*(c.marker_keys for c in CONVENTIONS))
+#: Span-name prefixes that mark a candidate span without any of :data:`MARKER_KEYS`.
+MARKER_NAME_PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(p for c in CONVENTIONS for p in c.marker_name_prefixes))
+
+
+def _marker_bytes() -> tuple[bytes, ...]:
+    """Byte strings of which a serialized candidate span contains at least one: the marker
+    keys (``gen_ai.*`` keys folded into ``gen_ai.``, ``*.span.kind`` into ``.span.kind``,
+    ``llm.token_count.*`` into ``llm.token_count``) and the name prefixes; the most
+    common first."""
+    out: dict[bytes, None] = {b"gen_ai.": None}
+    for key in sorted(MARKER_KEYS):
+        if key.startswith("gen_ai."):
+            continue
+        if key.endswith(".span.kind"):
+            out[b".span.kind"] = None
+        elif key.startswith("llm.token_count."):
+            out[b"llm.token_count"] = None
+        else:
+            out[key.encode()] = None
+    for prefix in MARKER_NAME_PREFIXES:
+        out[prefix.encode()] = None
+    return tuple(out)
+
+
+#: For searches in serialized spans (the service): see :func:`_marker_bytes`.
+MARKER_BYTES: tuple[bytes, ...] = _marker_bytes()
+
+
+def is_candidate(attributes: Mapping[str, Any], name: Any = "") -> bool:
+    """Whether a span with these attributes and name may be a tool, agent or model span
+    (no false negatives for :func:`classify`)."""
+    return not MARKER_KEYS.isdisjoint(attributes) or (
+        isinstance(name, str) and name.startswith(MARKER_NAME_PREFIXES))
+
+
+def _overrides(method: str) -> tuple[SpanConvention, ...]:
+    base = getattr(SpanConvention, method)
+    return tuple(c for c in CONVENTIONS if getattr(type(c), method) is not base)
+
+
+_CLASSIFIERS = _overrides("classify")
+_TOOL_READERS = _overrides("read_tool")
+_TOKEN_READERS = _overrides("read_tokens")
+_AGENT_READERS = _overrides("agent_name")
+
+
+def classify(span: SpanRecord) -> SpanKind:
+    """Tool call, agent invocation, model call, or anything else (the first convention
+    that recognises the span decides)."""
+    for convention in _CLASSIFIERS:
+        try:
+            kind = convention.classify(span)
+        except Exception:  # a convention's bug on an odd value: ask the others
+            continue
+        if kind is not None:
+            return kind
+    return SpanKind.OTHER
+
+
+def read_tool(span: SpanRecord) -> ToolContent:
+    """The tool name, arguments and result of a tool span, each from the first convention
+    that found it, with envelopes taken off; fields no convention found are ``None``."""
+    name = arguments = result = None
+    for convention in _TOOL_READERS:
+        try:
+            content = convention.read_tool(span)
+        except Exception:
+            continue
+        if content is None:
+            continue
+        if name is None and content.name:
+            name = content.name
+        if arguments is None:
+            arguments = content.arguments
+        if result is None:
+            result = content.result
+        if name is not None and arguments is not None and result is not None:
+            break
+    try:
+        if arguments is not None:
+            arguments = reduce_arguments(arguments)
+        if result is not None:
+            result = reduce_result(result)
+    except Exception:  # pragma: no cover - the reducers are total; keep the values as read
+        pass
+    return ToolContent(name, arguments, result)
+
+
+def read_tokens(span: SpanRecord) -> int:
+    """Tokens a model-call span consumed (input + output), 0 if it says nothing."""
+    for convention in _TOKEN_READERS:
+        try:
+            tokens = convention.read_tokens(span)
+        except Exception:
+            continue
+        if tokens is not None:
+            return max(0, tokens)
+    return 0
+
+
+def agent_name(span: SpanRecord) -> str | None:
+    """The agent's name (or id) on an agent span: what its convention says, else the
+    span name."""
+    for convention in _AGENT_READERS:
+        try:
+            name = convention.agent_name(span)
+        except Exception:
+            continue
+        if name:
+            return name
+    return span.name if isinstance(span.name, str) and span.name else None

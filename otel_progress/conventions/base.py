@@ -1,0 +1,154 @@
+"""The reader interface every span convention implements, and the value helpers they share.
+
+A convention (one module per instrumentation: OpenTelemetry GenAI, OpenInference,
+OpenLLMetry, ...) answers four questions about a :class:`~otel_progress.spans.SpanRecord`:
+what the span is (:meth:`SpanConvention.classify`), which tool call it records
+(:meth:`SpanConvention.read_tool`), how many tokens a model call used
+(:meth:`SpanConvention.read_tokens`) and which agent an agent span runs
+(:meth:`SpanConvention.agent_name`). Each answers ``None`` for "not mine / not known", so
+the registry (:mod:`otel_progress.conventions`) can ask them in order.
+
+Every method must be total: attribute values arrive from other people's code and from the
+wire (lists where a string is expected, bytes, maps, huge integers, NaN), and nothing here
+may raise on them. The helpers below only ever return ``None`` for a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .record import SpanKind, SpanRecord
+
+__all__ = [
+    "SpanConvention",
+    "ToolContent",
+    "as_number",
+    "as_text",
+    "decode_json",
+    "event_attributes",
+    "first_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContent:
+    """What a convention read from a tool-call span. ``None``: the convention does not
+    know (another convention may); :data:`~otel_progress.model.NOT_CAPTURED` is never
+    used here (the facade decides that when no convention knows)."""
+
+    name: str | None = None
+    arguments: Any = None
+    result: Any = None
+
+
+class SpanConvention:
+    """Base class of a span convention: override what the convention defines.
+
+    Attributes:
+        name: short name of the convention (for documentation and logs).
+        marker_keys: attribute keys of which at least one is on every span this
+            convention classifies (the processor's and the service's fast paths reject a
+            span with none of the registry's keys without reading it further).
+        marker_name_prefixes: span-name prefixes that mark a candidate span when none of
+            the keys is present (e.g. the MCP SDK's ``MCP send tools/call``).
+    """
+
+    name: str = "convention"
+    marker_keys: frozenset[str] = frozenset()
+    marker_name_prefixes: tuple[str, ...] = ()
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        """What the span is under this convention, or ``None`` if the convention does not
+        recognise it."""
+        return None
+
+    def read_tool(self, span: SpanRecord) -> ToolContent | None:
+        """The tool name, arguments and result this convention finds on a tool span
+        (fields it does not know are ``None``), or ``None``."""
+        return None
+
+    def read_tokens(self, span: SpanRecord) -> int | None:
+        """Tokens a model-call span consumed (input + output), or ``None``."""
+        return None
+
+    def agent_name(self, span: SpanRecord) -> str | None:
+        """The agent's name (or id) on an agent span, or ``None``."""
+        return None
+
+
+# -- value helpers (total: never raise) -----------------------------------------------
+
+
+def as_text(value: Any) -> str | None:
+    """A string attribute as text: strings as they are, bytes decoded; ``None`` for
+    anything else (a list or map where a string was expected is not a name)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return None
+
+
+def first_text(attributes: Mapping[str, Any], *keys: str) -> str | None:
+    """The first non-empty text value among ``keys``."""
+    for key in keys:
+        text = as_text(attributes.get(key))
+        if text:
+            return text
+    return None
+
+
+def as_number(value: Any) -> float | None:
+    """A finite number, or ``None`` (bools, NaN, infinities, huge or non-numeric values)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
+    if isinstance(value, (str, bytes, bytearray)):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+_MAX_DECODE = 4 * 1024 * 1024
+
+
+def decode_json(value: Any) -> Any:
+    """A JSON object or array given as a string, decoded; anything else as it is (also
+    a string that is not valid JSON)."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "replace")
+    if not isinstance(value, str) or len(value) > _MAX_DECODE:
+        return value
+    text = value.lstrip()
+    if not text or text[0] not in "{[":
+        return value
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return value
+
+
+def event_attributes(span: SpanRecord, *names: str) -> list[Mapping[str, Any]]:
+    """The attribute maps of the span's events with one of these names, in order."""
+    out: list[Mapping[str, Any]] = []
+    events: Sequence[Any] = span.events or ()
+    for event in events:
+        try:
+            name, attrs = event
+        except (TypeError, ValueError):
+            continue
+        if name in names and isinstance(attrs, Mapping):
+            out.append(attrs)
+    return out

@@ -1,0 +1,145 @@
+"""OpenTelemetry GenAI semantic conventions (``gen_ai.*``), the generic convention, asked
+last.
+
+* ``execute_tool`` spans: ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments`` /
+  ``gen_ai.tool.call.result`` (a JSON string or a map). The newer conventions (semconv
+  1.37+, ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``) may instead carry the
+  call as message parts, in ``gen_ai.input.messages`` / ``gen_ai.output.messages`` on the
+  span or in a ``gen_ai.client.inference.operation.details`` span event: a ``tool_call``
+  part (``name``, ``id``, ``arguments``) and a ``tool_call_response`` part (``id``,
+  ``response``). The part ``id`` changes every call and is never read.
+* ``invoke_agent`` spans (also recognised by the span name ``invoke_agent ...``, for
+  frameworks that set ``gen_ai.operation.name`` only after the span started, such as Google
+  ADK): ``gen_ai.agent.name``, else ``gen_ai.agent.id``.
+* model calls (``chat``, ``generate_content``, ``text_completion``, ``embeddings``, or any
+  span with usage): ``gen_ai.usage.input_tokens`` + ``output_tokens``, the deprecated
+  ``prompt_tokens`` / ``completion_tokens``, else ``gen_ai.usage.total_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .base import SpanConvention, ToolContent, as_number, as_text, decode_json, event_attributes, first_text
+from .record import SpanKind, SpanRecord
+
+__all__ = ["GenAIConvention", "message_parts", "tokens_from"]
+
+OPERATION = "gen_ai.operation.name"
+_MODEL_OPS = frozenset({"chat", "generate_content", "text_completion", "embeddings"})
+_USAGE_PAIRS = (
+    ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+    ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
+)
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_INPUT_MESSAGES = "gen_ai.input.messages"
+_OUTPUT_MESSAGES = "gen_ai.output.messages"
+
+
+def tokens_from(a: Mapping[str, Any], pairs: tuple[tuple[str, str], ...], totals: tuple[str, ...]) -> int | None:
+    """Input + output tokens from the first pair of keys present (negative values count 0),
+    else the first total; ``None`` when none is present."""
+    for pair in pairs:
+        values = [as_number(a.get(k)) for k in pair]
+        if any(v is not None for v in values):
+            return int(sum(v for v in values if v is not None and v > 0))
+    for key in totals:
+        v = as_number(a.get(key))
+        if v is not None:
+            return int(v) if v > 0 else 0
+    return None
+
+
+def message_parts(messages: Any, part_type: str) -> list[Mapping[str, Any]]:
+    """The parts of type ``part_type`` in a GenAI messages value (a JSON string or a list
+    of ``{"role", "parts": [...]}``)."""
+    messages = decode_json(messages)
+    found: list[Mapping[str, Any]] = []
+    if not isinstance(messages, list):
+        return found
+    for message in messages[:64]:
+        parts = message.get("parts") if isinstance(message, Mapping) else None
+        if not isinstance(parts, list):
+            continue
+        for part in parts[:64]:
+            if isinstance(part, Mapping) and part.get("type") == part_type:
+                found.append(part)
+    return found
+
+
+def _from_parts(span: SpanRecord) -> ToolContent | None:
+    """A tool call recorded as message parts, on the span or in its details events."""
+    sources: list[Mapping[str, Any]] = [span.attributes]
+    sources.extend(event_attributes(span, _DETAILS_EVENT))
+    name = arguments = result = None
+    for source in sources:
+        if arguments is None and _INPUT_MESSAGES in source:
+            for part in message_parts(source.get(_INPUT_MESSAGES), "tool_call"):
+                name = name or as_text(part.get("name"))
+                if "arguments" in part:
+                    arguments = part.get("arguments")
+                    break
+        if result is None and _OUTPUT_MESSAGES in source:
+            for part in message_parts(source.get(_OUTPUT_MESSAGES), "tool_call_response"):
+                if "response" in part:
+                    result = part.get("response")
+                    break
+    if name is None and arguments is None and result is None:
+        return None
+    return ToolContent(name, arguments, result)
+
+
+class GenAIConvention(SpanConvention):
+    """The OpenTelemetry GenAI semantic conventions."""
+
+    name = "genai"
+    marker_keys = frozenset({OPERATION, *(k for pair in _USAGE_PAIRS for k in pair)})
+    marker_name_prefixes = ("execute_tool ", "invoke_agent")
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        a = span.attributes
+        op = a.get(OPERATION)
+        if isinstance(op, str):
+            if op == "execute_tool":
+                return SpanKind.TOOL
+            if op == "invoke_agent":
+                return SpanKind.AGENT
+            if op in _MODEL_OPS:
+                return SpanKind.MODEL
+        name = span.name
+        if isinstance(name, str) and op is None:
+            if name.startswith("execute_tool "):
+                return SpanKind.TOOL
+            if name == "invoke_agent" or name.startswith("invoke_agent "):
+                return SpanKind.AGENT
+        if "gen_ai.usage.input_tokens" in a or "gen_ai.usage.prompt_tokens" in a:
+            return SpanKind.MODEL
+        return None
+
+    def read_tool(self, span: SpanRecord) -> ToolContent | None:
+        a = span.attributes
+        name = first_text(a, "gen_ai.tool.name")
+        if name is None and isinstance(span.name, str) and span.name.startswith("execute_tool "):
+            name = span.name[len("execute_tool "):] or None
+        arguments = a.get("gen_ai.tool.call.arguments")
+        result = a.get("gen_ai.tool.call.result")
+        if arguments is None or result is None:
+            parts = _from_parts(span)
+            if parts is not None:
+                name = name or parts.name
+                arguments = parts.arguments if arguments is None else arguments
+                result = parts.result if result is None else result
+        return ToolContent(name, arguments, result)
+
+    def read_tokens(self, span: SpanRecord) -> int | None:
+        return tokens_from(span.attributes, _USAGE_PAIRS, ("gen_ai.usage.total_tokens",))
+
+    def agent_name(self, span: SpanRecord) -> str | None:
+        name = first_text(span.attributes, "gen_ai.agent.name", "gen_ai.agent.id")
+        if name:
+            return name
+        span_name = span.name
+        if isinstance(span_name, str) and span_name.startswith("invoke_agent "):
+            return span_name[len("invoke_agent "):] or None
+        return None

@@ -1,0 +1,57 @@
+"""Model Context Protocol tool calls.
+
+* The semantic conventions (``model/mcp/spans.yaml``; the MCP Python SDK's server
+  middleware ``mcp/server/_otel.py``): ``mcp.method.name = tools/call``, span name
+  ``tools/call {tool}``, ``gen_ai.tool.name``, opt-in ``gen_ai.tool.call.arguments`` /
+  ``gen_ai.tool.call.result``, ``mcp.session.id``, ``error.type = tool_error`` when the
+  result has ``isError``.
+* The MCP Python SDK's own request spans (``mcp/shared/session.py``): ``MCP send tools/call
+  {tool}`` on the sending side and ``MCP handle tools/call {tool}`` on the receiving side,
+  with only ``mcp.method.name`` and ``jsonrpc.request.id``: no content, and the tool name
+  only in the span name.
+"""
+
+from __future__ import annotations
+
+from .base import SpanConvention, ToolContent, first_text
+from .record import SpanKind, SpanRecord
+
+__all__ = ["MCPConvention"]
+
+METHOD = "mcp.method.name"
+_NAME_PREFIXES = ("MCP send tools/call", "MCP handle tools/call", "tools/call ")
+
+
+def _name_from_span(name: object) -> str | None:
+    if not isinstance(name, str):
+        return None
+    for prefix in _NAME_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):].strip() or None
+    return None
+
+
+class MCPConvention(SpanConvention):
+    """MCP ``tools/call`` spans."""
+
+    name = "mcp"
+    marker_keys = frozenset({METHOD})
+    marker_name_prefixes = _NAME_PREFIXES[:2]
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        method = span.attributes.get(METHOD)
+        if method == "tools/call":
+            return SpanKind.TOOL
+        if method is None and _name_from_span(span.name) and not span.name.startswith("tools/call "):
+            return SpanKind.TOOL  # an SDK span whose attributes were not (yet) set
+        return None
+
+    def read_tool(self, span: SpanRecord) -> ToolContent | None:
+        a = span.attributes
+        if a.get(METHOD) != "tools/call" and self.classify(span) is None:
+            return None
+        return ToolContent(
+            first_text(a, "gen_ai.tool.name") or _name_from_span(span.name),
+            a.get("gen_ai.tool.call.arguments"),
+            a.get("gen_ai.tool.call.result"),
+        )

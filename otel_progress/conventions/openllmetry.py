@@ -1,0 +1,106 @@
+"""OpenLLMetry / Traceloop (``opentelemetry-semantic-conventions-ai``, module
+``opentelemetry.semconv_ai``): ``traceloop.span.kind`` in lower case (``tool``, ``agent``,
+``workflow``, ``task``).
+
+Tool spans (``traceloop.span.kind=tool``): the tool is ``traceloop.entity.name`` (also
+``gen_ai.tool.name`` on newer versions), the span is named ``{tool}.tool`` or
+``execute_tool {tool}``; arguments ``traceloop.entity.input``, result
+``traceloop.entity.output``, both ``json.dumps`` of what the instrumentation saw, so a text
+result arrives as a JSON string (``'"0 results"'``) and is decoded. The envelopes the
+instrumentations put around the call are taken off (:mod:`.envelopes` for the LangChain
+callback payload, the serialised ``ToolMessage`` and ``{"args", "kwargs"}``; here the MCP
+client's, ``opentelemetry-instrumentation-mcp`` ``instrumentation.py``
+``_extract_clean_input`` / ``_extract_clean_output``: ``{"tool_name", "arguments"}`` ->
+``arguments``, ``{"result", "is_error"}`` -> ``result``; and its FastMCP server's
+``[{"type": "text", "content": ...}]`` -> the text).
+
+Agent spans: ``traceloop.span.kind=agent``, the agent is ``traceloop.entity.name``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .base import SpanConvention, ToolContent, as_text, decode_json, first_text
+from .record import SpanKind, SpanRecord
+
+__all__ = ["OpenLLMetryConvention", "json_text"]
+
+KIND = "traceloop.span.kind"
+INPUT = "traceloop.entity.input"
+OUTPUT = "traceloop.entity.output"
+
+
+def json_text(value: Any) -> Any:
+    """Decode a value that is a JSON-encoded string (``'"0 results"'``) to its text."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        if isinstance(decoded, str):
+            return decoded
+    return value
+
+
+def _mcp_arguments(value: Any, tool: str | None) -> Any:
+    decoded = decode_json(value) if isinstance(value, str) and '"tool_name"' in value else value
+    if (isinstance(decoded, Mapping) and "arguments" in decoded and decoded.keys() <= {"tool_name", "arguments"}
+            and (tool is None or decoded.get("tool_name") in (tool, None))):
+        return decoded.get("arguments")
+    return value
+
+
+def _mcp_result(value: Any) -> Any:
+    decoded = decode_json(value) if isinstance(value, str) and value[:1] in "{[" else value
+    if isinstance(decoded, Mapping) and "result" in decoded and decoded.keys() <= {"result", "is_error"}:
+        return decoded.get("result")
+    if (isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], Mapping)
+            and decoded[0].get("type") == "text" and decoded[0].keys() <= {"type", "content"}):
+        return decoded[0].get("content")
+    return json_text(value)
+
+
+def _tool_name(span: SpanRecord) -> str | None:
+    name = first_text(span.attributes, "gen_ai.tool.name", "traceloop.entity.name")
+    if name:
+        return name
+    span_name = span.name
+    if isinstance(span_name, str) and span_name.endswith(".tool") and len(span_name) > 5:
+        return span_name[:-5]
+    return None
+
+
+class OpenLLMetryConvention(SpanConvention):
+    """Traceloop span kinds and entity attributes."""
+
+    name = "openllmetry"
+    marker_keys = frozenset({KIND})
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        kind = span.attributes.get(KIND)
+        if kind == "tool":
+            return SpanKind.TOOL
+        if kind == "agent":
+            return SpanKind.AGENT
+        return None
+
+    def read_tool(self, span: SpanRecord) -> ToolContent | None:
+        a = span.attributes
+        if a.get(KIND) != "tool":
+            return None
+        name = _tool_name(span)
+        arguments = a.get(INPUT)
+        result = a.get(OUTPUT)
+        return ToolContent(
+            name,
+            None if arguments is None else _mcp_arguments(arguments, name),
+            None if result is None else _mcp_result(result),
+        )
+
+    def agent_name(self, span: SpanRecord) -> str | None:
+        if span.attributes.get(KIND) != "agent":
+            return None
+        return first_text(span.attributes, "gen_ai.agent.name", "traceloop.entity.name") or as_text(span.name) or None
