@@ -15,11 +15,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import real
 from .baselines import baselines
 from .baselines.base import Alarm, Detector
 from .corpus import load_corpus
 from .otlp import CONVENTIONS
 from .ours import ProcessorDetector, ScanDetector, processor_available, run_config_file
+from .realruns import REAL_DIR, load_real_runs, real_files
 from .scoreboard import chart_svg, markdown, score, table
 
 HERE = Path(__file__).parent
@@ -58,6 +60,39 @@ def write_report(runs: Sequence, workdir: Path, path: str) -> None:
     write_html(merged, path, sources=[f for files in groups.values() for f in files])
 
 
+def _real_runs(args: argparse.Namespace, base: Sequence[Detector]) -> tuple[str, str, str]:
+    """The real-runs section (markdown), its chart and a summary for the terminal; a
+    message instead when the real runs are absent."""
+    files = real_files()
+    if args.no_real or not files:
+        why = "skipped (--no-real)" if args.no_real else (
+            f"skipped: no real runs at {REAL_DIR} (the project does not ship them)")
+        return f"## Real runs\n\n{why}.\n", "", f"real runs: {why}"
+    runs = load_real_runs(files)
+    labels = real.load_labels()
+    scan = real.score_ours("**otel-progress** (scan)", runs, real.scan_detections(files, runs))
+    scores = [scan]
+    consistency: list[str] = []
+    if not args.no_processor and processor_available():
+        proc = real.score_ours("**otel-progress** (processor)", runs, real.processor_detections(files, runs))
+        scores.append(proc)
+        a = {(d.run, d.call, d.reason) for d in scan.detections}
+        b = {(d.run, d.call, d.reason) for d in proc.detections}
+        consistency = [f"- `{r}` call {c}: {why} only ({x})" for (r, c, x), why in
+                       [*((k, "scan") for k in sorted(a - b)), *((k, "processor") for k in sorted(b - a))]]
+    scores += [real.score_baseline(d, runs) for d in base]
+    harnesses = sorted({r.harness for r in runs})
+    ours_titles = [s.title for s in scores[:2]]
+    sorted_labels = real.labelled(scan.detections, labels)
+    n = len(scan.detections)
+    p, pf, _, _ = scan.totals()
+    summary = (f"real runs ({len(runs)}): {n} detections, {len(sorted_labels['real_loop'])} labelled real loops,"
+               f" {len(sorted_labels['false_alarm'])} false alarms, {len(sorted_labels['unlabelled'])} unlabelled;"
+               f" passing runs flagged {pf}/{p}\n" + real.table(scores, harnesses))
+    return (real.markdown(runs, scores, labels, files, consistency), real.chart_svg(scores, ours_titles),
+            summary)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE), help="where RESULTS.md and scoreboard.svg go")
@@ -65,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report of the GenAI traces")
     parser.add_argument("--no-processor", action="store_true", help="skip the in-process path")
     parser.add_argument("--only", nargs="*", help="restrict to these run ids")
+    parser.add_argument("--no-real", action="store_true", help="skip the real-runs section")
     args = parser.parse_args(argv)
 
     runs = load_corpus(only=args.only)
@@ -102,10 +138,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     matrix.update({d.name: results[d.title] for d in base})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "RESULTS.md").write_text(
-        markdown(runs, shown, primary_score, scores_base, matrix, consistency, order), encoding="utf-8")
-    (out / "scoreboard.svg").write_text(chart_svg(shown, main_titles), encoding="utf-8")
+    text = markdown(runs, shown, primary_score, scores_base, matrix, consistency, order)
+    svg = chart_svg(shown, main_titles)
+    real_text, real_svg, real_summary = _real_runs(args, base)
+    if real_svg:
+        svg = real.stack_svgs(svg, real_svg)
+    (out / "RESULTS.md").write_text(text + "\n" + real_text, encoding="utf-8")
+    (out / "scoreboard.svg").write_text(svg, encoding="utf-8")
     print(table(shown))
+    print()
+    print(real_summary)
     print()
     print(f"wrote {out / 'RESULTS.md'} and {out / 'scoreboard.svg'}")
     if processor_note:
