@@ -9,11 +9,11 @@ signature). The processor and the service do the same incrementally.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .engine import ProgressEngine, RunSummary
 from .model import Detection
-from .spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call
+from .spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 
 __all__ = ["RunRow", "TraceReport", "analyse_trace", "run_rows"]
 
@@ -28,6 +28,10 @@ class TraceReport:
     tool_calls: int = 0
     #: spans that could not be read, as ``(span_id, reason)``: left out of the analysis
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: engine trace keys of the client runs (:func:`~otel_progress.spans.run_group`) this
+    #: trace's root tool calls joined; they outlive the trace (end them with the engine's
+    #: ``end_trace(key)`` when the input is done)
+    groups: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,13 @@ def _replay(action: str, span: SpanRecord, lineage: Lineage, engine: ProgressEng
             return
         open_tools[run_id] = max(0, open_tools.get(run_id, 0) - 1)
         report.tool_calls += 1
-        call = read_tool_call(span, run_id=run_id, agent=agent, node=node)
-        report.detections.extend(engine.observe(call, flush=open_tools[run_id] == 0))
+        group = run_group(span) if not run_id else None  # a root tool call: its client's run
+        call = read_tool_call(span, run_id=run_id, agent=agent, node=node, trace_key=group)
+        if group is None:
+            report.detections.extend(engine.observe(call, flush=open_tools[run_id] == 0))
+        else:
+            report.groups.add(group)
+            report.detections.extend(replace(d, trace_id=span.trace_id) for d in engine.observe(call, flush=True))
     elif action == "model_start":
         report.detections.extend(engine.flush(trace_id, run_id))
     elif action == "model_end":

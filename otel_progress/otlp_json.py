@@ -201,18 +201,22 @@ def spans_from_request(
     for rs in resource_spans:
         if not isinstance(rs, Mapping):
             continue
+        resource = rs.get("resource")
+        # shared by the resource's spans (read-only): run grouping reads service.instance.id etc.
+        resource_attrs = _attributes(resource.get("attributes")) if isinstance(resource, Mapping) else {}
         for ss in _list(rs.get("scopeSpans", rs.get("scope_spans"))):
             if not isinstance(ss, Mapping):
                 continue
             for span in _list(ss.get("spans")):
                 if not isinstance(span, Mapping):
                     continue
-                record = _span(span, problems, source, line)
+                record = _span(span, problems, source, line, resource_attrs)
                 if record is not None:
                     yield record
 
 
-def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: str, line: int) -> SpanRecord | None:
+def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: str, line: int,
+          resource: Mapping[str, Any] | None = None) -> SpanRecord | None:
     trace_id, trace_ok = _hex_id(span.get("traceId"), 16)
     span_id, span_ok = _hex_id(span.get("spanId"), 8)
     parent_id, parent_ok = _hex_id(span.get("parentSpanId"), 8)
@@ -240,6 +244,7 @@ def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: s
         error=_hashable(status.get("code")) in _STATUS_ERROR,
         status_message=str(_string(message) or "") if message is not None else "",
         events=events,
+        resource=resource if resource is not None else {},
     )
 
 

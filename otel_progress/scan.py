@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -149,6 +150,7 @@ class _Scan:
         self.max_document_bytes = max_document_bytes
         self.assembler = TraceAssembler(max_held_spans=max_held_spans)
         self.ordered: list[tuple[int, int, TraceReport]] = []
+        self.group_spans: dict[str, str] = {}
 
     def read(self, path: str) -> None:
         result = self.result
@@ -211,6 +213,7 @@ class _Scan:
     def finish(self) -> None:
         for trace in self.assembler.finish():
             self._analyse(trace)
+        self._end_groups()
         result = self.result
         a = self.assembler
         if a.duplicates:
@@ -223,9 +226,26 @@ class _Scan:
         self.ordered.sort(key=lambda t: (t[0], t[1]))
         result.reports = [rep for _, _, rep in self.ordered]
 
+    def _end_groups(self) -> None:
+        """End the client runs of root tool calls (runs that span traces, keyed by what
+        the calls share): one report per run, under its group key."""
+        groups = sorted({g for _, _, rep in self.ordered for g in rep.groups})
+        for key in groups:
+            report = TraceReport(key)
+            for summary in self.engine.end_trace(key):
+                report.detections.extend(
+                    dataclasses.replace(d, trace_id=self.group_spans.get(d.span_id, d.trace_id))
+                    for d in summary.detections_list)
+                if summary.turns or summary.detections:
+                    report.runs.append(summary)
+            if report.runs or report.detections:
+                self.ordered.append((max(t[0] for t in self.ordered) + 1, len(self.ordered), report))
+
     def _analyse(self, trace: AssembledTrace) -> None:
         spans = list(trace.spans.values())
         report = analyse_trace(spans, self.engine)
+        if report.groups:  # the real trace of each root tool call, for detections at the group's end
+            self.group_spans.update((s.span_id, s.trace_id) for s in spans if not s.parent_id)
         for span_id, why in report.skipped:
             self.result.problem(ReadProblem(trace.source, trace.lines.get(span_id, 0),
                                             f"span {span_id} of trace {trace.trace_id} could not be read ({why});"
