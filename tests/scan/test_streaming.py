@@ -1,0 +1,220 @@
+"""``scan`` streams its input: traces analysed as they complete, every buffer bounded, every
+input problem reported (with FILE:LINE, capped, counted), and output paths checked before
+the work."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from otel_progress import Config, ProgressEngine
+from otel_progress.analyse import analyse_trace
+from otel_progress.cli import main
+from otel_progress.otlp_json import iter_documents, open_input, spans_from_request
+from otel_progress.scan import MAX_PROBLEMS_SHOWN, scan_paths
+from tests.otlp_builder import TraceBuilder, example_traces, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "traces" / "agents.jsonl"
+S = 1_000_000_000
+
+
+def _export(spans: list[dict[str, Any]]) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n"
+
+
+def _interleaved(n_traces: int, per_line: int = 4) -> str:
+    """Many short runs, a third of them looping, their spans spread over lines of
+    ``per_line`` spans in end order with three runs in flight (as a Collector writes)."""
+    queue: list[list[dict[str, Any]]] = []
+    for n in range(n_traces):
+        t = TraceBuilder(f"run{n}", f"agent-{n % 5}")
+        t.t += n * 60 * S  # runs one minute apart
+        for i in range(5):
+            t.chat(300)
+            t.tool("search_docs", {"q": "same" if n % 3 == 0 else f"q{n}-{i}"},
+                   "0 results" if n % 3 == 0 else f"hit {n}-{i}")
+        spans = t.request()["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        queue.append(sorted(spans, key=lambda s: int(s["endTimeUnixNano"])))
+    lines, in_flight = [], []
+    while queue or in_flight:
+        while len(in_flight) < 3 and queue:
+            in_flight.append(queue.pop(0))
+        batch = []
+        for run in list(in_flight):
+            batch.append(run.pop(0))
+            if not run:
+                in_flight.remove(run)
+            if len(batch) == per_line:
+                break
+        lines.append(_export(batch))
+    return "".join(lines)
+
+
+def _reference(path: Path) -> list[dict[str, Any]]:
+    """The in-process analysis of the whole input at once: every trace's spans, traces in
+    order of their first span's start."""
+    traces: dict[str, list[Any]] = {}
+    stream, _ = open_input(str(path))
+    with stream:
+        for item in iter_documents(stream, str(path)):
+            assert isinstance(item, tuple)
+            for span in spans_from_request(item[1]):
+                traces.setdefault(span.trace_id, []).append(span)
+    engine = ProgressEngine(Config())
+    out = []
+    for spans in sorted(traces.values(), key=lambda s: min(x.start_ns for x in s)):
+        out += [d.to_dict() for d in analyse_trace(spans, engine).detections]
+    return out
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["scan", "--no-progress", *args])
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_streamed_results_equal_the_whole_input_analysis(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text(_interleaved(150))
+    result = scan_paths([str(path)])
+    assert [d.to_dict() for d in result.detections] == _reference(path)
+    assert len(result.detections) >= 40  # the looping third is found
+    assert not result.problems, result.problems
+    # traces were analysed while the input was read: far fewer spans held than read
+    assert result.spans == 150 * 11 and result.held_peak < result.spans / 3, result.held_peak
+
+
+def test_a_span_after_its_trace_was_analysed_is_reported(tmp_path: Path) -> None:
+    text = _interleaved(100)
+    late = json.loads(text.splitlines()[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    path = tmp_path / "late.jsonl"
+    path.write_text(text + _export([{**late, "spanId": "00000000000000ff", "name": "late one"}]))
+    status, _, err = _run(str(path))
+    last = len(text.splitlines()) + 1
+    assert f"{path}:{last}: span 00000000000000ff of trace {late['traceId']} arrived after its trace" in err
+    assert status == 1
+
+
+def test_held_spans_are_bounded_even_without_roots(tmp_path: Path) -> None:
+    lines = []
+    for n in range(30):  # traces whose root span is never exported
+        t = TraceBuilder(f"orphan{n}", None)
+        for i in range(4):
+            t.tool("read", {"i": i}, f"r{i}")
+        lines.append(_export([{**s, "parentSpanId": "00000000000000aa"} for s in t.spans]))
+    path = tmp_path / "orphans.jsonl"
+    path.write_text("".join(lines))
+    result = scan_paths([str(path)], max_held_spans=10)
+    assert result.held_peak <= 10 + 4
+    assert any("analysed before their root span was read" in str(p) for p in result.problems)
+    assert len(result.reports) == 30
+
+
+def test_garbage_lines_are_capped_with_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.jsonl"
+    path.write_text(EXAMPLE.read_text() + "".join(f"garbage {i} {{\n" for i in range(500)))
+    status, out, err = _run(str(path))
+    assert status == 1 and out
+    lines = err.splitlines()
+    assert sum("not valid JSON" in line for line in lines) == MAX_PROBLEMS_SHOWN
+    assert f"{path}: {500 - MAX_PROBLEMS_SHOWN:,} more lines that could not be read not shown (500 in all)" in err
+    assert len(lines) == MAX_PROBLEMS_SHOWN + 1
+
+
+def test_corrupt_first_line_then_line_delimited(tmp_path: Path) -> None:
+    path = tmp_path / "first.jsonl"
+    path.write_text('{"resourceSpans": [ broken\n' + EXAMPLE.read_text())
+    status, out, err = _run(str(path))
+    assert status == 1 and f"{path}:1: not valid JSON" in err
+    assert out == _run(str(EXAMPLE))[1]
+
+
+def test_multi_line_document_and_line_length_are_bounded(tmp_path: Path) -> None:
+    first = json.loads(EXAMPLE.read_text().splitlines()[0])
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(first, indent=2))
+    assert scan_paths([str(pretty)]).detections  # within the limit: read as one document
+    result = scan_paths([str(pretty)], max_document_bytes=2000)
+    assert result.unreadable and "not one JSON document within the" in str(result.problems[0])
+    long_line = tmp_path / "long.jsonl"
+    long_line.write_text(EXAMPLE.read_text().splitlines()[0] + "\n" + EXAMPLE.read_text())
+    result = scan_paths([str(long_line)], max_document_bytes=len(EXAMPLE.read_text().splitlines()[0]) - 1)
+    assert any(str(p).startswith(f"{long_line}:1: line of ") and "longer than" in str(p) for p in result.problems)
+
+
+def test_malformed_and_reused_ids_are_reported(tmp_path: Path) -> None:
+    docs = TraceBuilder("docs", "docs-agent")
+    for i in range(4):
+        docs.chat(400)
+        docs.tool("search_docs", {"q": f"q{i}"}, "0 results")
+    buf = io.StringIO()
+    write_jsonl([docs], buf)
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(buf.getvalue())
+    expected = [(d.reason, d.turn) for d in scan_paths([str(clean)]).detections]
+    assert expected
+
+    doc = json.loads(buf.getvalue())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for span in spans:  # every tool span shares one id: still four different calls
+        if span["name"].startswith("execute_tool"):
+            span["spanId"] = "00000000000000bb"
+    reused = tmp_path / "reused.jsonl"
+    reused.write_text(json.dumps(doc) + "\n")
+    result = scan_paths([str(reused)])
+    assert [(d.reason, d.turn) for d in result.detections] == expected
+    assert sum("span id 00000000000000bb is used by more than one span" in str(p) for p in result.problems) == 3
+
+    for span in spans:
+        span["traceId"] = "not-a-trace-id"
+    bogus = tmp_path / "bogus.jsonl"
+    bogus.write_text("\n" + json.dumps(doc) + "\n")
+    status, _, err = _run(str(bogus))
+    assert f'{bogus}:2: malformed traceId "not-a-trace-id"' in err
+    assert status == 1  # reported, and the spans that share the id are still one trace
+
+    twice = tmp_path / "twice.jsonl"  # the same export sent twice
+    twice.write_text(clean.read_text() * 2)
+    result = scan_paths([str(twice)])
+    assert [(d.reason, d.turn) for d in result.detections] == expected
+    assert any(f"{len(spans)} duplicate span(s)" in str(p) for p in result.problems)
+
+
+def test_unwritable_html_fails_before_the_scan(tmp_path: Path) -> None:
+    status, out, err = _run("--html", str(tmp_path / "missing" / "r.html"), str(EXAMPLE))
+    assert status == 2 and out == ""
+    assert "cannot write the HTML report" in err and "does not exist" in err
+    status, out, err = _run("--html", str(tmp_path), str(EXAMPLE))
+    assert status == 2 and out == "" and "is a directory" in err
+
+
+def test_html_from_stdin_has_timelines(tmp_path: Path) -> None:
+    report = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--html", str(report), "-"],
+                          input=EXAMPLE.read_text(), capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    text = report.read_text()
+    data = json.loads(text.split('<script id="report-data" type="application/json">')[1].split("</script>")[0])
+    assert all(r["tl"] and r["tl"]["marks"] for r in data["runs"] if r["turns"])
+
+
+def test_demo_to_an_unwritable_path_fails_cleanly(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "demo", "-o", str(tmp_path / "no" / "d.jsonl")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "otel-progress demo: cannot write" in proc.stderr and proc.stdout == ""
+
+
+def test_example_traces_unchanged_by_streaming(tmp_path: Path) -> None:
+    buf = io.StringIO()
+    write_jsonl(example_traces(), buf)
+    path = tmp_path / "ex.jsonl"
+    path.write_text(buf.getvalue())
+    assert [d.to_dict() for d in scan_paths([str(path)]).detections] == _reference(path)
