@@ -15,7 +15,8 @@ detection, so sending it twice (a retry) gives the same span.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from blake3 import blake3
 from opentelemetry.proto.common.v1 import common_pb2
@@ -27,9 +28,28 @@ from ..model import Detection
 from .detector import Placement
 from .otlp import ExportTraceServiceRequest, key_values, to_any_value
 
-__all__ = ["SCOPE_NAME", "annotate_span", "annotated_request", "annotation_span", "annotation_span_id", "tap_request"]
+__all__ = [
+    "MAX_TEXT_CHARS", "MAX_VALUE_CHARS", "SCOPE_NAME", "annotate_span", "annotated_request", "annotation_span",
+    "annotation_span_id", "tap_request",
+]
 
 SCOPE_NAME = "otel-progress.service"
+
+#: Characters kept of a free-text annotation value (tool names, ``a+b`` batches, poll
+#: tools) and of the nudge and handoff texts of an annotation span: an annotation adds
+#: a bounded number of bytes to a batch whatever the agent's names.
+MAX_VALUE_CHARS = 256
+MAX_TEXT_CHARS = 2048
+
+
+def _bounded(attrs: Mapping[str, Any], limit: int = MAX_VALUE_CHARS) -> dict[str, Any]:
+    """The attributes with every string cut to ``limit`` characters (a cut one ends in ``…``)."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if isinstance(value, str) and len(value) > limit:
+            value = value[:limit - 1] + "\u2026"
+        out[key] = value
+    return out
 
 
 def annotation_span_id(det: Detection) -> bytes:
@@ -60,8 +80,8 @@ def annotate_span(span: trace_pb2.Span, det: Detection) -> bool:
     event = span.events.add()
     event.time_unix_nano = span.end_time_unix_nano or span.start_time_unix_nano
     event.name = det.event
-    event.attributes.extend(key_values(det.event_attributes()))
-    wanted = det.span_attributes()
+    event.attributes.extend(key_values(_bounded(det.event_attributes())))
+    wanted = _bounded(det.span_attributes())
     kept = [kv for kv in span.attributes if kv.key not in wanted]
     del span.attributes[:]
     span.attributes.extend(kept)
@@ -85,11 +105,11 @@ def annotation_span(det: Detection, parent_id: str, start_ns: int, end_ns: int) 
     attrs["progress.annotates.span_id"] = det.span_id
     if det.agent:
         attrs["gen_ai.agent.name"] = det.agent
-    attrs["progress.nudge"] = det.nudge
-    attrs["progress.handoff"] = det.handoff
+    attrs = _bounded(attrs)
+    attrs.update(_bounded({"progress.nudge": det.nudge, "progress.handoff": det.handoff}, MAX_TEXT_CHARS))
     span.attributes.extend(key_values(attrs))
     event = span.events.add(time_unix_nano=start_ns, name=det.event)
-    event.attributes.extend(key_values(det.event_attributes()))
+    event.attributes.extend(key_values(_bounded(det.event_attributes())))
     link = span.links.add(trace_id=bytes.fromhex(det.trace_id), span_id=bytes.fromhex(det.span_id))
     link.attributes.append(common_pb2.KeyValue(key="progress.link", value=to_any_value("offending_span")))
     return span

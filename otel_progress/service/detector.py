@@ -362,10 +362,15 @@ class BatchDetector:
         return sum(len(t.lineage) for t in list(self._traces.values()))
 
     @staticmethod
+    def count_spans(raw: bytes) -> int:
+        """Spans in a request's bytes (0 when they cannot be read)."""
+        return BatchDetector._count_spans(raw)
+
+    @staticmethod
     def _count_spans(raw: bytes) -> int:
         try:
             slim = SlimRequest.FromString(raw)
-        except DecodeError:
+        except (DecodeError, RuntimeError, ValueError):
             return 0
         return sum(len(ss.spans) for rs in slim.resource_spans for ss in rs.scope_spans)
 

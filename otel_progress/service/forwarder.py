@@ -1,24 +1,39 @@
 """Forwarding OTLP/gRPC requests downstream, as the bytes they are.
 
 The forwarder sends the request bytes unchanged (a batch that gained no annotation is
-never re-serialised), with a deadline, and tells the caller what to answer upstream:
-success (with the downstream's partial success, if any), or a failure that must become a
-retryable UNAVAILABLE (anything but the downstream's own INVALID_ARGUMENT verdict on
-the data).
+never re-serialised), with a deadline, and tells the caller what the downstream answered:
+success (with its partial success, if any), or a failure that is either *retryable* or
+*permanent*, decided as the Collector's OTLP exporter decides it (exporter/otlpexporter,
+``shouldRetry``): CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE and
+DATA_LOSS are retryable, RESOURCE_EXHAUSTED only with a ``google.rpc.RetryInfo``; every
+other code is permanent (retrying the same bytes cannot help).
+
+:meth:`Forwarder.forward_all` also splits a request that is larger than the downstream
+accepts (``max_bytes``, or a RESOURCE_EXHAUSTED answer without RetryInfo, which is what
+gRPC answers to a message over its size limit) into smaller requests.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
 
-from .otlp import EXPORT_METHOD, ExportTraceServiceResponse
+from .otlp import EXPORT_METHOD, ExportTraceServiceRequest, ExportTraceServiceResponse, retry_delay_of
 
-__all__ = ["ForwardResult", "Forwarder", "channel_for"]
+__all__ = ["RETRYABLE", "ForwardResult", "Forwarder", "channel_for", "split_request"]
+
+#: Downstream codes a batch is retried for (the Collector's OTLP exporter retries these;
+#: RESOURCE_EXHAUSTED too, but only when it carries RetryInfo).
+RETRYABLE = frozenset({
+    grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED,
+    grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS,
+})
+_MAX_SPLITS = 64  # pieces one request may be split into after RESOURCE_EXHAUSTED answers
 
 _log = logging.getLogger(__name__)
 
@@ -54,15 +69,87 @@ def channel_for(endpoint: str, *, insecure: bool = True, ca_file: str = "",
 
 @dataclass(frozen=True)
 class ForwardResult:
+    """What the downstream answered: ``ok``, else the gRPC ``code``, its message and the
+    delay of its RetryInfo (None: it sent none)."""
+
     ok: bool
     code: grpc.StatusCode = grpc.StatusCode.OK
     message: str = ""
     response: ExportTraceServiceResponse | None = None
+    retry_delay: float | None = None
+    pieces: int = 1  # requests it was sent as (see Forwarder.forward_all)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the batch again may succeed (the Collector's rule, see the module)."""
+        if self.ok:
+            return False
+        if self.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return self.retry_delay is not None
+        return self.code in RETRYABLE
 
     @property
     def permanent(self) -> bool:
-        """The downstream rejected the data itself (INVALID_ARGUMENT): retrying cannot help."""
-        return self.code is grpc.StatusCode.INVALID_ARGUMENT
+        """A failure that retrying the same batch cannot cure: reported, counted, not retried."""
+        return not self.ok and not self.retryable
+
+    @property
+    def too_large(self) -> bool:
+        """RESOURCE_EXHAUSTED without RetryInfo: what gRPC answers to a message over its limit."""
+        return self.code is grpc.StatusCode.RESOURCE_EXHAUSTED and self.retry_delay is None
+
+
+def split_request(raw: bytes, max_bytes: int) -> list[bytes]:
+    """The request as several requests of at most about ``max_bytes`` each (at least one
+    span each; a single span larger than that is a request of its own). Each keeps the
+    resource and scope of its spans."""
+    request = ExportTraceServiceRequest.FromString(raw)
+    pieces: list[ExportTraceServiceRequest] = []
+    current = ExportTraceServiceRequest()
+    size = 0
+    for rs in request.resource_spans:
+        head = rs.resource.ByteSize() + len(rs.schema_url) + 16
+        for ss in rs.scope_spans:
+            scope_head = ss.scope.ByteSize() + len(ss.schema_url) + 16
+            target = None
+            for span in ss.spans:
+                n = span.ByteSize() + 8
+                if target is None or size + n > max_bytes:
+                    if size and size + n + head + scope_head > max_bytes:
+                        pieces.append(current)
+                        current = ExportTraceServiceRequest()
+                        size = 0
+                    out_rs = current.resource_spans.add(schema_url=rs.schema_url)
+                    out_rs.resource.CopyFrom(rs.resource)
+                    target = out_rs.scope_spans.add(schema_url=ss.schema_url)
+                    target.scope.CopyFrom(ss.scope)
+                    size += head + scope_head
+                target.spans.append(span)
+                size += n
+    if size or not pieces:
+        pieces.append(current)
+    return [p.SerializeToString() for p in pieces]
+
+
+def _span_count(raw: bytes) -> int:
+    try:
+        request = ExportTraceServiceRequest.FromString(raw)
+    except Exception:
+        return 0
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def _failure(exc: grpc.RpcError) -> ForwardResult:
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    delay = None
+    try:
+        for key, value in (exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None) or ():
+            if key == "grpc-status-details-bin" and isinstance(value, bytes):
+                delay = retry_delay_of(value)
+    except Exception:  # no trailers to read
+        delay = None
+    return ForwardResult(False, code or grpc.StatusCode.UNKNOWN, details or "", None, delay)
 
 
 class Forwarder:
@@ -100,12 +187,49 @@ class Forwarder:
             response = self._export(raw, timeout=deadline, metadata=self.headers or None,
                                     compression=self.compression)
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            return ForwardResult(False, code or grpc.StatusCode.UNKNOWN, details or "")
+            return _failure(exc)
         except Exception as exc:  # e.g. the channel was closed during shutdown
             return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, f"forward failed: {exc}")
         return ForwardResult(True, grpc.StatusCode.OK, "", response)
+
+    def forward_all(self, raw: bytes, timeout: float | None = None, max_bytes: int = 0) -> ForwardResult:
+        """Send the bytes as one request, or as several when they are larger than
+        ``max_bytes`` (0: no limit) or the downstream answers RESOURCE_EXHAUSTED without
+        RetryInfo (each piece is then halved, up to 64 pieces in all). Succeeds when every
+        piece was accepted (their partial successes are added up); otherwise answers the
+        first failure. Never raises."""
+        budget = self.timeout if timeout is None else max(0.05, min(self.timeout, timeout))
+        deadline = time.monotonic() + budget
+        try:
+            todo = split_request(raw, max_bytes) if max_bytes and len(raw) > max_bytes else [raw]
+        except Exception:  # not parseable here: send it as it is, the downstream decides
+            todo = [raw]
+        sent = 0
+        rejected = 0
+        messages: list[str] = []
+        while todo:
+            piece = todo.pop(0)
+            result = self.forward(piece, max(0.05, deadline - time.monotonic()))
+            if result.too_large and len(todo) + sent + 2 <= _MAX_SPLITS and _span_count(piece) > 1:
+                halves = split_request(piece, max(1, len(piece) // 2))
+                if len(halves) > 1:
+                    todo[:0] = halves
+                    continue
+            if not result.ok:
+                return ForwardResult(False, result.code, result.message, None, result.retry_delay, sent + 1)
+            sent += 1
+            partial = result.response.partial_success if result.response is not None else None
+            if partial is not None and (partial.rejected_spans or partial.error_message):
+                rejected += partial.rejected_spans
+                if partial.error_message:
+                    messages.append(partial.error_message)
+        if sent == 1 and len(messages) <= 1 and rejected == 0:
+            return ForwardResult(True, pieces=1, response=result.response)
+        response = ExportTraceServiceResponse()
+        if rejected or messages:
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = "; ".join(messages)[:1024]
+        return ForwardResult(True, response=response, pieces=sent)
 
     def export_metrics(self, raw: bytes, timeout: float | None = None) -> ForwardResult:
         """Send an ``ExportMetricsServiceRequest``'s bytes; never raises."""
@@ -113,8 +237,7 @@ class Forwarder:
             self._metrics(raw, timeout=timeout or self.timeout, metadata=self.headers or None,
                           compression=self.compression)
         except grpc.RpcError as exc:
-            return ForwardResult(False, exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN,
-                                 exc.details() if hasattr(exc, "details") else str(exc))
+            return _failure(exc)
         except Exception as exc:
             return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, str(exc))
         return ForwardResult(True)

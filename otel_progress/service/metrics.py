@@ -80,7 +80,16 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.state.bytes", "gauge", "By",
               "Estimated bytes of the state held (what --max-state-mib bounds)."),
     MetricDef("progress.service.forward.failures", "counter", "1",
-              "Forwards to the downstream endpoint that failed, by gRPC code."),
+              "Forwards to the downstream endpoint that failed, by gRPC code and outcome (retry: answered"
+              " UNAVAILABLE, the sender retries; permanent: answered with the downstream's code, dropped)."),
+    MetricDef("progress.service.forward.dropped", "counter", "1",
+              "Spans in batches the downstream rejected permanently (not retried)."),
+    MetricDef("progress.service.forward.split", "counter", "1",
+              "Requests forwarded as several, because they were over --forward-max-mib or the downstream"
+              " answered RESOURCE_EXHAUSTED without RetryInfo (too large)."),
+    MetricDef("progress.service.refused", "counter", "1",
+              "Requests refused at admission (max inflight requests or MiB), answered UNAVAILABLE with"
+              " RetryInfo before any work."),
     MetricDef("progress.service.inflight", "gauge", "1", "Export requests being handled."),
     MetricDef("progress.service.tap.exported", "counter", "1", "Annotation spans sent by tap mode."),
     MetricDef("progress.service.tap.failures", "counter", "1", "Failed tap exports (retried)."),

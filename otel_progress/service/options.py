@@ -36,6 +36,7 @@ class ServiceConfig:
     listen: str = "127.0.0.1:4417"
     forward_endpoint: str = "127.0.0.1:4319"
     forward_timeout: float = 4.0
+    forward_max_mib: int = 0
     forward_compression: str = "gzip"
     forward_insecure: bool = True
     forward_ca: str = ""
@@ -44,6 +45,8 @@ class ServiceConfig:
     metrics_endpoint: str = ""
     metrics_interval: float = 10.0
     health_listen: str = "127.0.0.1:13417"
+    health_traces: bool = False
+    health_max_connections: int = 16
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
@@ -52,6 +55,7 @@ class ServiceConfig:
     max_receive_mib: int = 64
     workers: int = 16
     max_inflight: int = 16
+    max_inflight_mib: int = 128
     retry_after: float = 1.0
     max_traces: int = 10_000
     max_spans_per_trace: int = 10_000
@@ -83,9 +87,11 @@ class ServiceConfig:
         if self.mode == "inline" and not self.forward_endpoint:
             raise ServiceConfigError("forward_endpoint: inline mode needs a downstream OTLP/gRPC endpoint")
         for name in ("max_receive_mib", "workers", "max_inflight", "max_traces", "max_spans_per_trace",
-                     "max_state_mib"):
+                     "max_state_mib", "max_inflight_mib", "health_max_connections"):
             if getattr(self, name) < 1:
                 raise ServiceConfigError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
+        if self.forward_max_mib < 0:
+            raise ServiceConfigError(f"forward_max_mib: must be >= 0, got {self.forward_max_mib!r}")
         if self.batch_cache < 0:
             raise ServiceConfigError(f"batch_cache: must be >= 0, got {self.batch_cache!r}")
         for name in ("forward_timeout", "metrics_interval", "trace_ttl"):
@@ -98,11 +104,6 @@ class ServiceConfig:
             raise ServiceConfigError("tls_cert and tls_key: give both (or neither)")
         if self.tls_client_ca and not self.tls_cert:
             raise ServiceConfigError("tls_client_ca: mutual TLS needs tls_cert and tls_key as well")
-        if self.workers < self.max_inflight:
-            raise ServiceConfigError(
-                f"workers ({self.workers}) must be >= max_inflight ({self.max_inflight}) so that overload"
-                " is answered UNAVAILABLE instead of queueing"
-            )
 
     @property
     def tap_target(self) -> str:
@@ -151,6 +152,9 @@ OPTIONS: tuple[_Opt, ...] = (
          "HOST:PORT"),
     _Opt("forward_timeout", "seconds for one forward; keep below the Collector's exporter timeout"
          " (default 4)", "SECONDS"),
+    _Opt("forward_max_mib", "largest request forwarded, MiB; a larger one (after annotation) is split into"
+         " several (default 0: no limit of its own, a request is split only when the downstream answers"
+         " RESOURCE_EXHAUSTED without RetryInfo, as gRPC does for a message over its limit)", "MIB"),
     _Opt("forward_compression", "gzip (default) or none", choices=("gzip", "none")),
     _Opt("forward_insecure", "plaintext to the downstream endpoint (default true; false: TLS)", "BOOL"),
     _Opt("forward_ca", "CA bundle to verify the downstream (and tap/metrics) endpoint's TLS certificate",
@@ -163,14 +167,21 @@ OPTIONS: tuple[_Opt, ...] = (
     _Opt("metrics_interval", "seconds between OTLP metric exports (default 10)", "SECONDS"),
     _Opt("health_listen", "HTTP address of /healthz, /readyz, /metrics and /traces (default"
          " 127.0.0.1:13417; empty: off)", "HOST:PORT"),
+    _Opt("health_traces", "serve /traces (the trace ids held) on the health port (default false); with"
+         " --auth-token it requires the bearer token", "BOOL"),
+    _Opt("health_max_connections", "health-port connections served at once; more are closed at once, and an"
+         " idle connection is closed after 5 s (default 16)", "N"),
     _Opt("tls_cert", "server TLS certificate (PEM)", "FILE"),
     _Opt("tls_key", "server TLS private key (PEM)", "FILE"),
     _Opt("tls_client_ca", "CA bundle for client certificates: enables and requires mutual TLS", "FILE"),
     _Opt("auth_token", "require 'authorization: Bearer TOKEN' on every request", "TOKEN"),
     _Opt("auth_token_file", "read the bearer token from this file's first line", "FILE"),
     _Opt("max_receive_mib", "largest request accepted, MiB (default 64)", "MIB"),
-    _Opt("workers", "gRPC worker threads (default 16)", "N"),
-    _Opt("max_inflight", "requests handled at once; beyond, UNAVAILABLE with RetryInfo (default 16)", "N"),
+    _Opt("workers", "gRPC worker threads that handle requests (default 16; at least max_inflight are used,"
+         " plus 4 that only answer refusals)", "N"),
+    _Opt("max_inflight", "requests handled at once; beyond, UNAVAILABLE with RetryInfo at once (default 16)", "N"),
+    _Opt("max_inflight_mib", "request bytes handled at once, MiB; a request beyond (unless it is the only one)"
+         " is answered UNAVAILABLE with RetryInfo (default 128)", "MIB"),
     _Opt("retry_after", "retry delay suggested in RetryInfo, seconds (default 1)", "SECONDS"),
     _Opt("max_traces", "traces held in state; the least recently used is evicted first (default 10000)", "N"),
     _Opt("max_spans_per_trace", "spans remembered per trace for lineage and retries (default 10000)", "N"),

@@ -36,6 +36,7 @@ __all__ = [
     "key_values",
     "marked_spans",
     "may_be_genai",
+    "retry_delay_of",
     "retry_info_details",
     "span_record",
     "to_any_value",
@@ -181,6 +182,22 @@ def retry_info_details(code: int, message: str, retry_after_s: float) -> bytes:
     detail.type_url = "type.googleapis.com/google.rpc.RetryInfo"
     detail.value = info.SerializeToString()
     return bytes(status.SerializeToString())
+
+
+def retry_delay_of(details: bytes | None) -> float | None:
+    """The delay of the ``google.rpc.RetryInfo`` in a ``grpc-status-details-bin`` trailer,
+    or None when there is none (or it cannot be read)."""
+    if not details:
+        return None
+    try:
+        status = _Status.FromString(details)
+        for detail in status.details:
+            if detail.type_url.endswith("/google.rpc.RetryInfo"):
+                info = _RetryInfo.FromString(detail.value)
+                return max(0.0, info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
+    except Exception:  # a malformed trailer is no RetryInfo
+        return None
+    return None
 
 
 # -- values ---------------------------------------------------------------------------

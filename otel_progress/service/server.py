@@ -5,9 +5,11 @@ grpcio with a raw-bytes request deserializer, so that a batch that gains no anno
 forwarded as the exact bytes received.
 
 Failure semantics (what the Collector's OTLP exporter does with each answer, see
-docs/service.md): a downstream failure, an overload or an internal error answers
-``UNAVAILABLE`` with ``google.rpc.RetryInfo`` (retryable); only a request that is not an
-``ExportTraceServiceRequest`` (or one the downstream itself rejects as such) answers
+docs/service.md): a retryable downstream failure (the Collector's own rule, see
+:mod:`.forwarder`), an overload or an internal error answers ``UNAVAILABLE`` with
+``google.rpc.RetryInfo`` (retryable); a permanent downstream failure is answered with the
+downstream's code (the sender drops the batch instead of retrying it forever), logged and
+counted; a request that is not an ``ExportTraceServiceRequest`` answers
 ``INVALID_ARGUMENT``; a missing or wrong bearer token answers ``UNAUTHENTICATED``. The
 servicer never lets an exception escape (grpcio would answer UNKNOWN, which the Collector
 drops).
@@ -38,6 +40,7 @@ from ..config import Config, ConfigError
 from ..engine import ProgressEngine
 from .annotate import annotated_request, annotation_span
 from .detector import BatchDetector, BatchResult, MalformedRequest
+from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
 from .metrics import ServiceMetrics
@@ -50,6 +53,8 @@ __all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
 _log = logging.getLogger("otel_progress.service")
 
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_REFUSERS = 4  # worker threads beyond max_inflight: they only answer refusals, so none queues
+_EMPTY_REQUEST = ExportTraceServiceRequest().SerializeToString()
 
 
 class _Status(grpc.Status):
@@ -107,7 +112,10 @@ class ProgressService:
         self._server: grpc.Server | None = None
         self._health: HealthServer | None = None
         self._inflight = 0
+        self._inflight_bytes = 0
         self._inflight_lock = threading.Lock()
+        self._logs = RateLimitedLog(_log)
+        self._downstream: DownstreamState | None = None
         self._ready = False
         self._stopped = threading.Event()
         self._stopping = False
@@ -130,6 +138,7 @@ class ProgressService:
         cfg = self.config
         if cfg.mode == "inline":
             self._forwarder = self._forwarder_for(cfg.forward_endpoint)
+            self._downstream = DownstreamState(cfg.forward_endpoint, self._logs)
         else:
             self._forwarder = self._forwarder_for(cfg.tap_target)
             self._tap = TapExporter(self._forwarder, self.metrics)
@@ -141,7 +150,8 @@ class ProgressService:
 
         limit = cfg.max_receive_mib * 1024 * 1024
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="otel-progress-grpc"),
+            futures.ThreadPoolExecutor(max_workers=max(cfg.workers, cfg.max_inflight) + _REFUSERS,
+                                       thread_name_prefix="otel-progress-grpc"),
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", 16 * 1024 * 1024),
@@ -182,9 +192,10 @@ class ProgressService:
         self._server = server
         if cfg.health_listen:
             try:
-                self._health = HealthServer(cfg.health_listen, ready=self.ready,
+                self._health = HealthServer(cfg.health_listen, ready=self.readiness,
                                             metrics_text=self.metrics.prometheus_text,
-                                            traces=self.detector.known_traces)
+                                            traces=self.detector.known_traces if cfg.health_traces else None,
+                                            token=self._token, max_connections=cfg.health_max_connections)
             except OSError as exc:
                 server.stop(0)
                 raise ServiceConfigError(f"cannot listen on {cfg.health_listen} (health): {exc}") from exc
@@ -197,7 +208,19 @@ class ProgressService:
         return self
 
     def ready(self) -> bool:
-        return self._ready and not self._stopping
+        """Whether the service should receive traffic (``/readyz``): started, not
+        draining, and (inline mode) the downstream reachable."""
+        return self.readiness()[0]
+
+    def readiness(self) -> tuple[bool, str]:
+        """``(ready, why not)``: see :meth:`ready`."""
+        if not self._ready:
+            return False, "not started"
+        if self._stopping:
+            return False, "draining"
+        if self._downstream is not None and not self._downstream.reachable:
+            return False, self._downstream.describe()
+        return True, ""
 
     def describe(self) -> str:
         """The start-up message: where it listens and forwards."""
@@ -219,7 +242,8 @@ class ProgressService:
             lines.append(f"  metrics: OTLP to {self._metrics_forwarder.endpoint} every {cfg.metrics_interval:g}s")
         if self._health is not None:
             hhost = cfg.health_listen.rpartition(":")[0]
-            lines.append(f"  health: http://{hhost}:{self.health_port}/healthz /readyz /metrics /traces")
+            traces = (" /traces" + (" (bearer token)" if self._token else "")) if cfg.health_traces else ""
+            lines.append(f"  health: http://{hhost}:{self.health_port}/healthz /readyz /metrics{traces}")
         lines.append(f"  state: at most {cfg.max_traces} traces and {cfg.max_state_mib} MiB,"
                      f" idle TTL {cfg.trace_ttl:g}s,"
                      f" closed {cfg.close_delay:g}s after the root span")
@@ -253,12 +277,22 @@ class ProgressService:
         return self._stopped.wait(timeout)
 
     def _maintain(self) -> None:
-        while not self._maint_stop.wait(1.0):
+        while not self._maint_stop.wait(0.5):
             try:
                 self.detector.maintain()
+                self._probe_downstream()
             except Exception:  # pragma: no cover - never let maintenance die
                 self.metrics.add("progress.service.errors")
                 _log.exception("otel-progress: maintenance failed")
+
+    def _probe_downstream(self) -> None:
+        """While the downstream is marked unreachable, send it an empty Export request
+        now and then, so that readiness recovers without traffic."""
+        state, fwd = self._downstream, self._forwarder
+        if state is None or fwd is None or not state.probe_due():
+            return
+        result = fwd.forward(_EMPTY_REQUEST, 1.0)
+        state.record(result.ok, result.code, result.message)
 
     def _metrics_request(self) -> bytes:
         resource = {"service.name": self.config.service_name, "service.instance.id": self.instance_id,
@@ -273,10 +307,8 @@ class ProgressService:
         if self._token and not self._authorized(context):
             outcome = _Failure(grpc.StatusCode.UNAUTHENTICATED,
                                "missing or wrong bearer token: send metadata 'authorization: Bearer <token>'")
-        elif not self._enter():
-            outcome = _Failure(grpc.StatusCode.UNAVAILABLE,
-                               f"otel-progress is at its limit of {self.config.max_inflight} requests in"
-                               " flight; retry later", retry=True)
+        elif (refusal := self._enter(len(raw))) is not None:
+            outcome = _Failure(grpc.StatusCode.UNAVAILABLE, refusal, retry=True)
         else:
             try:
                 outcome = self._handle(bytes(raw), context)
@@ -285,7 +317,7 @@ class ProgressService:
                 _log.exception("otel-progress: unexpected error in Export")
                 outcome = _Failure(grpc.StatusCode.UNAVAILABLE, f"otel-progress internal error: {exc}", retry=True)
             finally:
-                self._leave()
+                self._leave(len(raw))
         self.metrics.add("progress.service.request.duration", time.monotonic() - started)
         if isinstance(outcome, _Failure):
             self.metrics.add("progress.service.requests", 1, {"result": outcome.code.name.lower()})
@@ -305,16 +337,28 @@ class ProgressService:
                     return True
         return False
 
-    def _enter(self) -> bool:
+    def _enter(self, size: int) -> str | None:
+        """Admit a request of ``size`` bytes, or say why not (the service is at
+        ``max_inflight`` requests or ``max_inflight_mib`` bytes; a request alone is
+        always admitted). Decided before any work, in a thread kept free for it."""
+        cfg = self.config
         with self._inflight_lock:
-            if self._inflight >= self.config.max_inflight:
-                return False
-            self._inflight += 1
-            return True
+            if self._inflight >= cfg.max_inflight:
+                why = f"otel-progress is at its limit of {cfg.max_inflight} requests in flight; retry later"
+            elif self._inflight and self._inflight_bytes + size > cfg.max_inflight_mib * 1024 * 1024:
+                why = (f"otel-progress is at its limit of {cfg.max_inflight_mib} MiB of requests in flight;"
+                       " retry later")
+            else:
+                self._inflight += 1
+                self._inflight_bytes += size
+                return None
+        self.metrics.add("progress.service.refused", 1)
+        return why
 
-    def _leave(self) -> None:
+    def _leave(self, size: int) -> None:
         with self._inflight_lock:
             self._inflight -= 1
+            self._inflight_bytes -= size
 
     def _handle(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse | _Failure:
         result: BatchResult | None
@@ -347,16 +391,33 @@ class ProgressService:
         timeout = self.config.forward_timeout
         if remaining is not None:
             timeout = min(timeout, max(0.05, remaining - 0.25))
-        fwd = self._forwarder.forward(out, timeout)
+        fwd = self._forwarder.forward_all(out, timeout, self.config.forward_max_mib * 1024 * 1024)
+        if self._downstream is not None:
+            self._downstream.record(fwd.ok, fwd.code, fwd.message)
+        if fwd.pieces > 1:
+            self.metrics.add("progress.service.forward.split", 1)
         if fwd.ok:
             return fwd.response if fwd.response is not None else ExportTraceServiceResponse()
-        self.metrics.add("progress.service.forward.failures", 1, {"code": fwd.code.name.lower()})
+        endpoint = self._forwarder.endpoint
+        code = fwd.code.name
         if fwd.permanent:
-            return _Failure(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"downstream {self._forwarder.endpoint} rejected the data: {fwd.message}")
+            spans = result.spans if result is not None else self.detector.count_spans(raw)
+            self.metrics.add("progress.service.forward.failures", 1, {"code": code.lower(), "outcome": "permanent"})
+            self.metrics.add("progress.service.forward.dropped", spans)
+            self._logs.log(f"permanent-{code}", logging.ERROR,
+                           f"otel-progress: downstream {endpoint} rejected a batch of {spans} spans permanently"
+                           f" ({code}: {fwd.message[:300]}); answered {code}, so the sender drops it"
+                           " instead of retrying")
+            status = fwd.code if fwd.code is not grpc.StatusCode.OK else grpc.StatusCode.INTERNAL
+            return _Failure(status, f"downstream {endpoint} rejected the data permanently ({code}):"
+                                    f" {fwd.message}")
+        self.metrics.add("progress.service.forward.failures", 1, {"code": code.lower(), "outcome": "retry"})
+        self._logs.log(f"retry-{code}", logging.WARNING,
+                       f"otel-progress: forward to {endpoint} failed ({code}: {fwd.message[:300]});"
+                       " batch not acknowledged, the sender retries it")
         return _Failure(grpc.StatusCode.UNAVAILABLE,
-                        f"downstream {self._forwarder.endpoint} failed ({fwd.code.name}: {fwd.message});"
-                        " not acknowledged, retry", retry=True)
+                        f"downstream {endpoint} failed ({code}: {fwd.message}); not acknowledged, retry",
+                        retry=True)
 
     def _tap_findings(self, raw: bytes, result: BatchResult) -> None:
         assert self._tap is not None

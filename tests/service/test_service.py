@@ -77,10 +77,11 @@ def test_partial_success_of_the_downstream_is_passed_back(make_service, downstre
     assert resp.partial_success.rejected_spans == 3
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                  grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL,
-                                  grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNIMPLEMENTED])
-def test_downstream_failure_answers_unavailable_with_retry_info(make_service, downstream, client_for, code):
+@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
+                                  grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.DATA_LOSS])
+def test_retryable_downstream_failure_answers_unavailable_with_retry_info(make_service, downstream, client_for,
+                                                                          code):
     downstream.fail_codes = [code]
     svc = make_service(forward_endpoint=downstream.endpoint, retry_after=1.5)
     status, details, trailers = client_for(svc).export_call(request(progressing_trace(5)))
@@ -88,6 +89,30 @@ def test_downstream_failure_answers_unavailable_with_retry_info(make_service, do
     assert code.name in details and "retry" in details
     assert retry_delay(trailers) == pytest.approx(1.5)
     assert downstream.received == []  # it failed: nothing acknowledged downstream either
+    assert svc.metrics.value("progress.service.forward.failures", {"code": code.name.lower(), "outcome": "retry"}) == 1
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNIMPLEMENTED,
+                                  grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION,
+                                  grpc.StatusCode.INVALID_ARGUMENT])
+def test_permanent_downstream_failure_is_passed_on_reported_counted_and_not_retried(
+        make_service, downstream, client_for, code, caplog):
+    """The Collector's OTLP exporter retries none of these codes: the batch cannot be
+    delivered by sending it again, so the service answers the same permanent code (no
+    RetryInfo) instead of UNAVAILABLE, which the sender would retry forever."""
+    downstream.fail_codes = [code]
+    svc = make_service(forward_endpoint=downstream.endpoint)
+    with caplog.at_level("ERROR", logger="otel_progress.service"):
+        status, details, trailers = client_for(svc).export_call(request(progressing_trace(8)))
+    assert status is code
+    assert "rejected the data permanently" in details and code.name in details
+    assert retry_delay(trailers) is None
+    assert downstream.calls == 1  # sent once, not again
+    assert svc.metrics.value("progress.service.forward.failures", {"code": code.name.lower(),
+                                                                   "outcome": "permanent"}) == 1
+    assert svc.metrics.value("progress.service.forward.dropped") == 13
+    assert any("rejected a batch of 13 spans permanently" in r.getMessage() for r in caplog.records)
+    assert svc.ready()  # the downstream answered: it is reachable
 
 
 def test_downstream_down_answers_unavailable(make_service, client_for):
@@ -110,14 +135,6 @@ def test_slow_downstream_answers_before_the_callers_deadline(make_service, downs
     # retryable code (its own DEADLINE_EXCEEDED or our UNAVAILABLE), never UNKNOWN
     assert status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     assert time.monotonic() - t0 < 2.5
-
-
-def test_downstream_invalid_argument_is_passed_on_as_invalid_argument(make_service, downstream, client_for):
-    downstream.fail_codes = [grpc.StatusCode.INVALID_ARGUMENT]
-    svc = make_service(forward_endpoint=downstream.endpoint)
-    status, details, _ = client_for(svc).export_call(request(progressing_trace(8)))
-    assert status is grpc.StatusCode.INVALID_ARGUMENT
-    assert "rejected the data" in details
 
 
 def test_malformed_request_is_invalid_argument_with_a_clear_message(make_service, downstream, client_for):
