@@ -68,8 +68,7 @@ _DROPPED_ENV_PREFIXES = ("OTEL_", "PYTEST_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHO
                          "GOOGLE_", "GEMINI_", "AWS_", "TRACELOOP_", "PHOENIX_", "LOGFIRE_")
 #: pip output that means the package index could not be reached (not a bad pin).
 _NETWORK_ERRORS = re.compile(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|"
-                             r"Network is unreachable|Connection refused|ConnectTimeout|ReadTimeout|"
-                             r"No matching distribution found")
+                             r"Network is unreachable|Connection refused|ConnectTimeout|ReadTimeout")
 
 
 def in_ci() -> bool:
