@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, Span
 
-import otel_progress.processor as processor_module
+import otel_progress.processor.sdk as processor_module
 from otel_progress import Config, ProgressSpanProcessor
 
 from .conftest import docs_loop, make_rig, progress_attrs, progress_events
