@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument("--output", "-o", metavar="FILE", default="otel-progress-demo.jsonl",
-                      help="OTLP/JSON file to write (default: %(default)s); '' for none")
+                      help="OTLP/JSON file to write (default: %(default)s), with the settings used beside it"
+                           " (NAME.config.json, for the scan command printed at the end); '' for none")
 
     serve = sub.add_parser(
         "serve",
