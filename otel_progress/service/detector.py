@@ -24,9 +24,10 @@ spans nested in tool spans, and the parent run of a sub-agent when its parent is
 For a single-agent trace this gives the same detections (reason, turn, span) as the
 in-process processor.
 
-Thread safety: concurrent calls of :meth:`BatchDetector.process` run one at a time, in
-the order they arrived (see there); one lock guards the state against :meth:`maintain`
-and :meth:`known_traces`.
+Thread safety: concurrent calls of :meth:`BatchDetector.process` that share a trace are
+detected in the order they arrived, and the state is changed a chunk of traces at a
+time under one first-come first-served lock, which also guards it against
+:meth:`maintain` and :meth:`known_traces` (see :meth:`BatchDetector.process`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blake3 import blake3
@@ -46,9 +47,9 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ..engine import ProgressEngine
 from ..model import Detection, Scope
-from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call
+from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
 from .metrics import ServiceMetrics
-from .otlp import SlimRequest, SlimSpan, marked_spans, span_record
+from .otlp import SlimRequest, SlimSpan, marked_spans, resource_attributes, span_record
 
 __all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement", "run_key"]
 
@@ -180,6 +181,77 @@ def run_key(attributes: Mapping[str, Any]) -> str:
     return ""
 
 
+CHUNK_CALLS = 256  # GenAI spans (whole traces) detected under the lock before letting others in
+
+
+def _trace_id_of(span_bytes: bytes) -> bytes:
+    """A serialized span's trace id: from its leading bytes in the usual layout (the trace
+    id first), else parsed."""
+    if span_bytes[:2] == b"\x0a\x10":
+        return span_bytes[2:18]
+    try:
+        return bytes(SlimSpan.FromString(span_bytes).trace_id)
+    except DecodeError:
+        return b""
+
+
+def _chunks(items: Sequence[_Item]) -> list[list[_Item]]:
+    """The batch's GenAI spans grouped by trace, in chunks of whole traces of about
+    :data:`CHUNK_CALLS` spans (a larger trace is a chunk of its own)."""
+    by_trace: dict[str, list[_Item]] = {}
+    for it in items:
+        by_trace.setdefault(it.record.trace_id, []).append(it)
+    if len(by_trace) == 1:
+        return [list(items)]
+    chunks: list[list[_Item]] = []
+    current: list[_Item] = []
+    for group in by_trace.values():
+        if current and len(current) + len(group) > CHUNK_CALLS:
+            chunks.append(current)
+            current = []
+        current.extend(group)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class _FairLock:
+    """A lock handed to its waiters in the order they asked for it."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._locked = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def acquire(self) -> None:
+        with self._mutex:
+            if not self._locked:
+                self._locked = True
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by release(): the lock is handed over, still locked
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._locked = False
+
+    def waiting(self) -> bool:
+        """Whether someone is waiting for the lock."""
+        return bool(self._waiters)
+
+    def __enter__(self) -> _FairLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 @dataclass(slots=True)
 class _Item:
     loc: Loc
@@ -216,12 +288,10 @@ class BatchDetector:
         self._completing: deque[tuple[float, str]] = deque()
         self._batches: OrderedDict[bytes, tuple[Placement, ...]] = OrderedDict()
         self._max_batches = batch_cache
-        self._lock = threading.Lock()
-        self._tickets = threading.Lock()  # guards the four fields below
+        self._lock = _FairLock()
+        self._order = threading.Condition()  # guards the two fields below
         self._next_ticket = 0
-        self._done_upto = 0  # every ticket below it has finished
-        self._finished: set[int] = set()  # finished tickets above it
-        self._waiting: dict[int, threading.Lock] = {}  # ticket -> held lock, released at its turn
+        self._pending: dict[int, frozenset[bytes] | None] = {}  # ticket -> its trace ids (None: not read yet)
         self.order_wait = 1.0
         self._engine_evicted = engine.stats.traces_evicted
         self._engine_late = engine.stats.late_calls
@@ -236,45 +306,48 @@ class BatchDetector:
         """Detect on one request's bytes. Raises :class:`MalformedRequest` only for bytes
         that are not an ``ExportTraceServiceRequest``; never for a bad span.
 
-        Concurrent requests are detected one at a time, in the order they arrived (a ticket
-        each; a request waits at most ``order_wait`` seconds for the ones before it), so
-        that a small batch cannot overtake a large earlier one and make its tool calls
-        late. Detecting two requests at once would gain nothing: it is Python under one
-        GIL, and interleaving it only adds thread switches."""
-        ticket, turn = self._take_ticket()
-        if turn is not None:
-            turn.acquire(timeout=self.order_wait)
+        Requests that share a trace are detected in the order they arrived (a ticket each;
+        a request waits at most ``order_wait`` seconds for the earlier ones that share one
+        of its traces, or have not been read far enough to tell), so that a small batch
+        cannot overtake a large earlier one of the same trace and make its tool calls
+        late. Requests of other traces do not wait for each other: the state is updated a
+        few traces at a time (:data:`CHUNK_CALLS` GenAI spans) under a first-come
+        first-served lock, so a large batch lets a small one in between two chunks."""
+        ticket = self._arrive()
         try:
-            return self._process(raw)
+            return self._process(raw, ticket)
         finally:
-            self._finish(ticket)
+            self._depart(ticket)
 
-    def _take_ticket(self) -> tuple[int, threading.Lock | None]:
-        """A ticket, and a held lock released when every earlier ticket has finished (None:
-        they all have)."""
-        with self._tickets:
+    def _arrive(self) -> int:
+        with self._order:
             ticket = self._next_ticket
             self._next_ticket += 1
-            if self._done_upto == ticket:
-                return ticket, None
-            turn = threading.Lock()
-            turn.acquire()
-            self._waiting[ticket] = turn
-            return ticket, turn
+            self._pending[ticket] = None
+            return ticket
 
-    def _finish(self, ticket: int) -> None:
-        """Mark a ticket finished and wake the request whose turn it now is."""
-        with self._tickets:
-            self._waiting.pop(ticket, None)
-            self._finished.add(ticket)
-            while self._done_upto in self._finished:
-                self._finished.discard(self._done_upto)
-                self._done_upto += 1
-            turn = self._waiting.pop(self._done_upto, None)
-        if turn is not None:
-            turn.release()
+    def _depart(self, ticket: int) -> None:
+        with self._order:
+            self._pending.pop(ticket, None)
+            self._order.notify_all()
 
-    def _process(self, raw: bytes) -> BatchResult:
+    def _wait_turn(self, ticket: int, traces: frozenset[bytes]) -> None:
+        """Publish this request's traces, then wait (up to ``order_wait``) until no earlier
+        request shares one of them or is still being read."""
+        deadline = time.monotonic() + self.order_wait
+        with self._order:
+            self._pending[ticket] = traces
+            self._order.notify_all()
+            while True:
+                if not any(t < ticket and (ts is None or not ts.isdisjoint(traces))
+                           for t, ts in self._pending.items()):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._order.wait(remaining)
+
+    def _process(self, raw: bytes, ticket: int) -> BatchResult:
         digest = blake3(raw).digest(length=16) if self._max_batches else b""
         if digest:
             with self._lock:
@@ -291,9 +364,8 @@ class BatchDetector:
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
 
-        items: list[_Item] = []
+        marked: list[tuple[Loc, bytes]] = []
         others: list[bytes] = []
-        unreadable = 0
         total = 0
         for ri, rs in enumerate(slim.resource_spans):
             for si, ss in enumerate(rs.scope_spans):
@@ -303,18 +375,27 @@ class BatchDetector:
                 for j in marked_spans(spans):
                     others.extend(spans[start:j])
                     start = j + 1
-                    span_bytes = spans[j]
-                    try:
-                        record = span_record(trace_pb2.Span.FromString(span_bytes))
-                        kind = classify(record)
-                    except Exception:  # a span we cannot read is counted and forwarded untouched
-                        unreadable += 1
-                        continue
-                    if kind is not SpanKind.OTHER:
-                        items.append(_Item((ri, si, j), record, kind))
-                    else:
-                        others.append(span_bytes)
+                    marked.append(((ri, si, j), spans[j]))
                 others.extend(spans[start:])
+        self._wait_turn(ticket, frozenset(_trace_id_of(b) for _loc, b in marked))
+
+        items: list[_Item] = []
+        unreadable = 0
+        resources: dict[int, dict[str, Any]] = {}  # resource index -> its attributes, read when needed
+        for loc, span_bytes in marked:
+            resource = resources.get(loc[0])
+            if resource is None:
+                resource = resources[loc[0]] = resource_attributes(slim.resource_spans[loc[0]].resource)
+            try:
+                record = span_record(trace_pb2.Span.FromString(span_bytes), resource)
+                kind = classify(record)
+            except Exception:  # a span we cannot read is counted and forwarded untouched
+                unreadable += 1
+                continue
+            if kind is not SpanKind.OTHER:
+                items.append(_Item(loc, record, kind))
+            else:
+                others.append(span_bytes)
         result = BatchResult(spans=total, genai=len(items))
         self.metrics.add("progress.service.spans.received", total)
         self.metrics.add("progress.service.spans.unreadable", unreadable)
@@ -323,8 +404,16 @@ class BatchDetector:
             return result
         lineage_only = _lineage_spans(items, others)
 
+        placements: list[Placement] = []
+        chunks = _chunks(items)
         with self._lock:
-            placements = self._process_locked(items, lineage_only, result)
+            for n, chunk in enumerate(chunks):
+                if n and self._lock.waiting():
+                    self._lock.release()  # let a request of other traces in, then queue again
+                    self._lock.acquire()
+                traces = {it.record.trace_id for it in chunk}
+                lineage = lineage_only if len(chunks) == 1 else [x for x in lineage_only if x[0] in traces]
+                placements.extend(self._process_locked(chunk, lineage, result))
             if digest:
                 self._batches[digest] = tuple(placements)
                 while len(self._batches) > self._max_batches:
@@ -530,9 +619,14 @@ class BatchDetector:
                 if nested:
                     continue
                 key = run_key(rec.attributes)
-                call = read_tool_call(rec, run_id=key, agent=agent, node=node)
+                # A root tool call without an agent key: its client's run, across traces.
+                group = run_group(rec) if not key else None
+                call = read_tool_call(rec, run_id=key, agent=agent, node=node, trace_key=group)
                 tool_calls += 1
                 entry.calls += 1
+                if group is not None:
+                    found(entry, [replace(d, trace_id=rec.trace_id) for d in engine.observe(call, flush=True)])
+                    continue
                 if len(entry.runs) < 64:
                     entry.runs.add(key)
                 found(entry, engine.observe(call))
@@ -595,7 +689,7 @@ class BatchDetector:
             placed_by_span.setdefault((it.record.trace_id, it.record.span_id), []).extend(dets)
         for (trace_id, span_id), dets in placed_by_span.items():
             entries[trace_id].seen[span_id] = tuple(dets)
-        result.new_detections = detections
+        result.new_detections.extend(detections)
         self.metrics.add("progress.service.tool_calls", tool_calls)
         self.metrics.add("progress.service.spans.duplicate", duplicates)
         self.metrics.add("progress.service.spans.late", late)

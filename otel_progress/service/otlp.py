@@ -19,8 +19,10 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from ..conventions import MARKER_BYTES
 from ..spans import SpanRecord
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "key_values",
     "marked_spans",
     "may_be_genai",
+    "resource_attributes",
     "retry_delay_of",
     "retry_info_details",
     "span_record",
@@ -48,19 +51,19 @@ ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
 ExportTraceServiceResponse = trace_service_pb2.ExportTraceServiceResponse
 
 #: Byte strings of which at least one occurs in every span :func:`spans.classify` does
-#: not call OTHER (attribute keys of the GenAI, OpenInference, OpenLLMetry and MCP
-#: conventions). A span without any of them is forwarded without being parsed.
-MARKERS: tuple[bytes, ...] = (b"gen_ai.", b".span.kind", b"mcp.method.name", b"llm.token_count")
+#: not call OTHER: the span conventions' marker keys and name prefixes
+#: (:data:`otel_progress.conventions.MARKER_BYTES`, the one list the processor's fast path
+#: uses too), the common ``gen_ai.`` first. A span without any of them is forwarded
+#: without being parsed.
+MARKERS: tuple[bytes, ...] = MARKER_BYTES
+_RARE_MARKERS = MARKERS[1:]
 
 
 def may_be_genai(span_bytes: bytes) -> bool:
     """Whether a serialized span may be a tool, agent or model span (no false negatives)."""
-    return (
-        b"gen_ai." in span_bytes
-        or b".span.kind" in span_bytes
-        or b"mcp.method.name" in span_bytes
-        or b"llm.token_count" in span_bytes
-    )
+    if MARKERS[0] in span_bytes:
+        return True
+    return any(marker in span_bytes for marker in _RARE_MARKERS)
 
 
 def marked_spans(spans: Sequence[bytes]) -> list[int]:
@@ -126,7 +129,10 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
     rep, opt = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
     # ExportTraceServiceRequest -> ResourceSpans -> ScopeSpans -> spans as bytes.
     message("SlimRequest", [("resource_spans", 1, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimResourceSpans")])
-    message("SlimResourceSpans", [("scope_spans", 2, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimScopeSpans")])
+    message("SlimResourceSpans", [
+        ("resource", 1, _F.TYPE_BYTES, opt, None),  # parsed only for batches with GenAI spans
+        ("scope_spans", 2, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimScopeSpans"),
+    ])
     message("SlimScopeSpans", [("spans", 2, _F.TYPE_BYTES, rep, None)])
     # A span's ids and name only (for the lineage of spans that are not GenAI calls).
     message("SlimSpan", [
@@ -263,8 +269,19 @@ def key_values(mapping: Mapping[str, Any]) -> list[common_pb2.KeyValue]:
 _STATUS_ERROR = trace_pb2.Status.STATUS_CODE_ERROR
 
 
-def span_record(span: trace_pb2.Span) -> SpanRecord:
-    """A protobuf span as the engine's convention-neutral :class:`SpanRecord`.
+def resource_attributes(resource_bytes: bytes) -> dict[str, Any]:
+    """The attributes of a serialized ``Resource`` (``{}`` when absent or unreadable)."""
+    if not resource_bytes:
+        return {}
+    try:
+        return attributes_dict(resource_pb2.Resource.FromString(resource_bytes).attributes)
+    except Exception:  # a resource we cannot read: the spans are still read without it
+        return {}
+
+
+def span_record(span: trace_pb2.Span, resource: Mapping[str, Any] | None = None) -> SpanRecord:
+    """A protobuf span as the engine's convention-neutral :class:`SpanRecord`
+    (``resource``: its resource's attributes, for run grouping).
 
     Raises ``ValueError`` when the ids are not 16 / 8 bytes (an unreadable span)."""
     trace_id = span.trace_id
@@ -290,4 +307,5 @@ def span_record(span: trace_pb2.Span) -> SpanRecord:
         status.code == _STATUS_ERROR,
         status.message,
         [(ev.name, attributes_dict(ev.attributes)) for ev in events] if events else [],
+        resource if resource is not None else {},
     )
