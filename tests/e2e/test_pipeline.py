@@ -149,6 +149,7 @@ def test_agent_gateway_replicas_sink_prometheus(otelcol_binary: str, prometheus_
             "OTEL_PROGRESS_SERVE_HEALTH_LISTEN": f"127.0.0.1:{ports[name + '_health']}",
             "OTEL_PROGRESS_SERVE_FORWARD_ENDPOINT": f"127.0.0.1:{ports['sink_grpc']}",
             "OTEL_PROGRESS_SERVE_INSTANCE_ID": f"replica-{name}",
+            "OTEL_PROGRESS_SERVE_HEALTH_TRACES": "true",  # /traces: which replica owns which trace
         })
 
     def replica_ready(name: str) -> bool:

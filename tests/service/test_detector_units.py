@@ -1,7 +1,7 @@
 """The detector's fast paths, without gRPC: the marker scan finds exactly the spans
 ``may_be_genai`` accepts, ``span_record`` reads attributes as the generic converter does,
 the leading-bytes lineage filter agrees with a full parse, and concurrent requests are
-detected one at a time in the order they arrived."""
+detected in arrival order when they share a trace, without waiting for each other otherwise."""
 
 from __future__ import annotations
 
@@ -105,62 +105,51 @@ def test_spans_with_an_unusual_layout_are_still_read_for_lineage() -> None:
     assert detector.metrics.value("progress.service.state.spans") == 2  # the tool and its plan node
 
 
-def test_concurrent_requests_are_detected_one_at_a_time_in_arrival_order() -> None:
-    detector = BatchDetector(ProgressEngine(Config()))
-    running: list[int] = []
-    order: list[int] = []
-    overlap = threading.Event()
-    real = detector._process
+def _calls(trace: int, first: int, last: int) -> list:  # type: ignore[type-arg]
+    """Tool calls of one run, turns first..last, each different (no detection)."""
+    return [tool_span(trace, 1000 + t, 1, t, args={"q": f"{trace} {t}"}, result={"r": t})
+            for t in range(first, last + 1)]
 
-    def slow(raw: bytes):  # type: ignore[no-untyped-def]
-        running.append(1)
-        if len(running) > 1:
-            overlap.set()
-        order.append(int(raw[-1]))
-        time.sleep(0.02)
-        running.pop()
-        return real(raw)
 
-    detector._process = slow  # type: ignore[method-assign]
+def _run_threads(*targets: Any) -> list[float]:
+    """Start each target 20 ms after the previous one; return when each finished."""
+    done = [0.0] * len(targets)
+
+    def call(i: int, fn: Any) -> None:
+        fn()
+        done[i] = time.monotonic()
+
     threads = []
-    for i in range(10):
-        # An empty ExportTraceServiceRequest with an unknown trailing field tagging it i.
-        raw = b"\x78" + bytes([i])
-        t = threading.Thread(target=detector.process, args=(raw,))
+    for i, fn in enumerate(targets):
+        t = threading.Thread(target=call, args=(i, fn))
         t.start()
         threads.append(t)
-        time.sleep(0.002)  # arrival order 0, 1, 2, ...
+        time.sleep(0.02)
     for t in threads:
-        t.join(10)
-    assert not overlap.is_set()
-    assert order == list(range(10))
+        t.join(30)
+    return done
 
 
-def test_a_stuck_request_delays_the_next_one_at_most_order_wait() -> None:
+def test_requests_of_one_trace_are_detected_in_arrival_order() -> None:
+    """A small request arriving while a large earlier one of the same trace is being read
+    waits for it; otherwise the large one's tool calls would all be late."""
     detector = BatchDetector(ProgressEngine(Config()))
-    detector.order_wait = 0.2
-    release = threading.Event()
-    real = detector._process
+    large = request(_calls(7, 1, 3000)).SerializeToString()
+    small = request(_calls(7, 3001, 3001)).SerializeToString()
+    done = _run_threads(lambda: detector.process(large), lambda: detector.process(small))
+    assert done[0] <= done[1]
+    assert detector.metrics.value("progress.service.spans.late") == 0
+    assert detector.metrics.value("progress.service.tool_calls") == 3001
 
-    def stuck_first(raw: bytes):  # type: ignore[no-untyped-def]
-        if raw == b"\x78\x00":
-            release.wait(10)
-        return real(raw)
 
-    detector._process = stuck_first  # type: ignore[method-assign]
-    first = threading.Thread(target=detector.process, args=(b"\x78\x00",))
-    first.start()
-    time.sleep(0.02)
-    started = time.monotonic()
-    result = detector.process(b"\x78\x01")
-    waited = time.monotonic() - started
-    release.set()
-    first.join(10)
-    assert result.spans == 0 and 0.15 <= waited < 2.0
-    # The tickets caught up: a new request does not wait.
-    started = time.monotonic()
-    detector.process(b"\x78\x02")
-    assert time.monotonic() - started < 0.15
+def test_a_large_batch_does_not_hold_up_a_small_one_of_other_traces() -> None:
+    detector = BatchDetector(ProgressEngine(Config()))
+    large = request([s for t in range(100, 160) for s in _calls(t, 1, 50)]).SerializeToString()  # 3000 calls
+    small = request(_calls(9, 1, 2)).SerializeToString()
+    done = _run_threads(lambda: detector.process(large), lambda: detector.process(small))
+    assert done[1] < done[0]  # the small one did not wait for the large one to finish
+    assert detector.metrics.value("progress.service.tool_calls") == 3002
+    assert detector.metrics.value("progress.service.spans.late") == 0
 
 
 def test_unreadable_marked_span_is_counted_and_kept_out_of_the_lineage() -> None:
