@@ -52,7 +52,8 @@ def test_demo_prints_detections_and_writes_otlp_json(tmp_path: Path) -> None:
     spans = _spans(out_file)
     annotated = [s for s in spans if any(name in ("no_progress", "livelock") for name, _ in s.events)]
     assert annotated
-    scan = run_script([*_cli(), "scan", str(out_file)], cwd=tmp_path)
+    # with the settings the demo used (written beside the traces, as its printed command passes them)
+    scan = run_script([*_cli(), "scan", "--config", str(tmp_path / "demo.config.json"), str(out_file)], cwd=tmp_path)
     assert scan.returncode == 1, scan.stderr
     found = [json.loads(line) for line in scan.stdout.splitlines()]
     demo_ids = set(re.findall(r"on span '[^']*' ([0-9a-f]{16})", text))
