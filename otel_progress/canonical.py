@@ -232,6 +232,15 @@ def folds_to_itself(canonical: bytes) -> bool:
     return "-" not in text or _UUID.search(text) is None
 
 
+def _normalise_message(msg: str) -> str:
+    msg = _UUID.sub("<id>", msg)
+    msg = _PATH.sub("<path>", msg)
+    msg = _HEXID.sub("<hex>", msg)
+    msg = _DIGITS.sub("N", msg)
+    msg = _NOISE.sub(" ", msg)
+    return _WS.sub(" ", msg).strip().lower()
+
+
 def error_signature_text(
     tool: str, error_type: str | None, message: str | None, *, limit: int = 200
 ) -> str:
@@ -241,14 +250,20 @@ def error_signature_text(
     reached with other arguments (another id, another line number) has one signature;
     so are runs of punctuation (progress bars, spinners, ``....``), so a killed command
     whose partial output differs in how far its progress display got is one failure.
+    A long message keeps its head and its tail (``limit / 2`` characters each, after
+    normalising): a traceback or a build log names its cause in its last lines, so two
+    failures that start alike and end differently are two failures.
     """
-    msg = (message or "")[: limit * 4]
-    msg = _UUID.sub("<id>", msg)
-    msg = _PATH.sub("<path>", msg)
-    msg = _HEXID.sub("<hex>", msg)
-    msg = _DIGITS.sub("N", msg)
-    msg = _NOISE.sub(" ", msg)
-    msg = _WS.sub(" ", msg).strip().lower()[:limit]
+    text = message or ""
+    if len(text) > limit * 4:
+        head, tail = _normalise_message(text[: limit * 2]), _normalise_message(text[-limit * 2:])
+    else:
+        head = tail = _normalise_message(text)
+    if len(head) <= limit and head is tail:
+        msg = head
+    else:
+        half = limit // 2
+        msg = head[:half] + " … " + tail[-half:]
     return f"{tool}|{error_type or ''}|{msg}"
 
 

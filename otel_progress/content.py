@@ -192,6 +192,7 @@ def same_prose(new: str, old: str) -> bool:
 _OPAQUE = re.compile(r"^(?=[^\s]*\d)[\w.:\-/+=]{8,}$")
 _MAX_LEARN_TOOLS = 8
 _MAX_LEARN_KEYS = 32
+_MAX_COMMANDS = 512
 
 
 def _opaque(value: Any) -> bool:
@@ -219,7 +220,7 @@ class ResultMemory:
     that the same request answered in other words (:func:`same_prose`) is recognised as
     nothing new."""
 
-    __slots__ = ("_last", "_prose", "_requests", "learned")
+    __slots__ = ("_commands", "_last", "_prose", "_requests", "learned")
 
     def __init__(self) -> None:
         self.learned: dict[str, frozenset[str]] = {}
@@ -227,6 +228,20 @@ class ResultMemory:
         self._last: dict[str, tuple[int, dict[str, Any], int]] = {}
         self._requests: dict[str, int] = {}  # tool -> digest of its last request
         self._prose: dict[str, tuple[int, str]] = {}  # tool -> (request, its last text result)
+        self._commands: set[int] | None = None  # request digests of the commands sent so far
+
+    def new_command(self, request: int) -> bool:
+        """Note a command; whether the run had not sent it before (bounded: past 512
+        commands the oldest are forgotten, which can only count a repeat as new)."""
+        commands = self._commands
+        if commands is None:
+            commands = self._commands = set()
+        if request in commands:
+            return False
+        if len(commands) >= _MAX_COMMANDS:
+            commands.clear()
+        commands.add(request)
+        return True
 
     def repeats(self, tool: str, request: int) -> bool:
         """Note ``request`` as ``tool``'s latest; whether it repeats the previous one."""

@@ -147,6 +147,7 @@ class RunState:
         "trace",
         "turn",
         "watermark_ns",
+        "world_version",
     )
 
     def __init__(self, pipeline: Pipeline, trace: Any, run_id: str, agent: str | None) -> None:
@@ -175,6 +176,7 @@ class RunState:
         self.duplicates = 0
         self.attempts = Attempts()
         self.memory = ResultMemory()
+        self.world_version = 0  # steps so far that changed the world (a write, a new command)
         # per-step facts, set by the pipeline before the signals run
         self.plan_advanced = False
         self.goal_improved = False
@@ -332,9 +334,17 @@ class Pipeline:
             else:
                 normalised = normalise_action(name, args)
             action = hash(normalised) & _MASK  # d.local(normalised)
+        waits = command is not None and is_deliberate_wait(command)
+        world = False
+        if not call.error and memory is not None:
+            if command is not None:
+                world = memory.new_command(call_digest) and silent
+            elif ack:
+                world = not repeated
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id, command is not None, silent,
-                         command is not None and not call.error and is_deliberate_wait(command), incidental)
+                         call.span_id, command=command is not None, silent=silent,
+                         wait=waits and not call.error, wait_command=waits, incidental=incidental,
+                         world=world)
 
     def _learned(self, memory: ResultMemory, name: str, request: int, parsed: dict[str, Any],
                  result_bytes: bytes) -> bytes:
@@ -360,7 +370,7 @@ class Pipeline:
         name = call.name
         wrote = name in self._write_tools and not call.error
         step = Step(turn, (call,), (f,), f.key, name, call.start_ns, call.end_ns, call.span_id, run.tokens,
-                    0, False, wrote)
+                    0, False, wrote, world=f.world)
         plan_step = call.plan_step
         if plan_step is None:
             run.plan_advanced = False
@@ -381,6 +391,8 @@ class Pipeline:
             if wrote and state == run.last_state:
                 step.wrote = False  # see _step_facts
             run.last_state = state
+        if step.wrote or (step.world and state is None):
+            run.world_version += 1
         run.step_measure = call.measure
         node = call.node
         run.step_node = node
@@ -423,6 +435,7 @@ class Pipeline:
             span_id=last.span_id,
             tokens=run.tokens,
             wrote=any(c.name in self._write_tools and not c.error for c in calls),
+            world=any(f.world for f in facts),
         )
 
     def _step_facts(self, run: RunState, step: Step) -> None:
@@ -448,6 +461,8 @@ class Pipeline:
             if step.wrote and state == run.last_state:
                 step.wrote = False
             run.last_state = state
+        if step.wrote or (step.world and state is None):
+            run.world_version += 1
         run.step_measure = measure
         run.step_node = first.node
         # The signature is taken before the step's own results are admitted.

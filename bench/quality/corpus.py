@@ -39,6 +39,7 @@ RULES = (
     "cycle",
     "nothing-new",
     "same-failure",
+    "same-request-failure",
     "state-cycle",
     "signature",
     "lap",

@@ -18,6 +18,12 @@ The rules are written from the seed documents and peers.md, not from the engine:
 ``same-failure``
     Seed 004, signal 3: the same failure (one normalised error signature, or one failing
     test named in the result) ends five attempts; the fifth is the turn.
+``same-request-failure``
+    Issue 11 (peers: strict same-call-twice, CrewAI, Goose): the identical request (tool,
+    canonical arguments) failed with the same error three times in a row (other calls in
+    between allowed; a success of that request or another error from it restarts the
+    count); the third failure is the turn. Commands that wait on purpose (``sleep N``)
+    are polls, not requests.
 ``state-cycle``
     Seeds 000/004: the published working-state digests (consecutive duplicates collapsed)
     play a block of p states twice: A, B, A, B fires on the second B (a lone revert is no
@@ -181,6 +187,28 @@ def _same_failure(run: Run, limit: int = 5) -> int | None:
     return None
 
 
+_SLEEP = re.compile(r"(?:^|[;&|(\s])sleep\s+\d")
+
+
+def _same_request_failure(run: Run, limit: int = 3) -> int | None:
+    streaks: dict[str, tuple[str, int]] = {}
+    for step in run.steps:
+        for call in step.calls:
+            request = f"{call.name}\x1f{json.dumps(call.args, sort_keys=True)}"
+            if call.error is None:
+                streaks.pop(request, None)
+                continue
+            if call.args is None or _SLEEP.search(str((call.args or {}).get("command", ""))):
+                continue
+            sig = _error_signature(call)
+            last = streaks.get(request)
+            n = last[1] + 1 if last is not None and last[0] == sig else 1
+            streaks[request] = (sig, n)
+            if n >= limit:
+                return step.turn
+    return None
+
+
 def _state_cycle(run: Run) -> int | None:
     collapsed: list[str] = []
     for step in run.steps:
@@ -319,6 +347,7 @@ RULE_FUNCTIONS: dict[str, Callable[[Run], int | None]] = {
     "cycle": _cycle,
     "nothing-new": _nothing_new,
     "same-failure": _same_failure,
+    "same-request-failure": _same_request_failure,
     "state-cycle": _state_cycle,
     "signature": _signature,
     "lap": _lap,

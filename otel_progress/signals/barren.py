@@ -10,15 +10,10 @@ from .base import Signal, Step
 __all__ = ["BarrenSignal"]
 
 
-_MAX_COMMANDS = 512
-
-
 class _State:
-    __slots__ = ("barren", "commands", "last_call")
+    __slots__ = ("barren",)
 
     def __init__(self) -> None:
-        self.last_call: dict[str, int] = {}  # tool -> digest of its last request
-        self.commands: set[int] = set()  # request digests of the commands run so far
         self.barren = 0
 
 
@@ -58,17 +53,8 @@ class BarrenSignal(Signal):
             if facts.result is None:
                 continue
             comparable = True
-            if facts.ack and run.step_state is None and state.last_call.get(facts.tool) != facts.call:
-                progress = True  # a published state that did not change outranks the acknowledgement
-            state.last_call[facts.tool] = facts.call
-            if facts.command and facts.error is None:
-                commands = state.commands
-                if facts.call not in commands:
-                    if facts.silent and run.step_state is None:
-                        progress = True  # a new command that printed nothing: it did something
-                    if len(commands) >= _MAX_COMMANDS:
-                        commands.clear()
-                    commands.add(facts.call)
+            if facts.world and run.step_state is None:
+                progress = True  # a published state that did not change outranks it
         if progress:
             state.barren = 0
             return None

@@ -43,7 +43,11 @@ class CallFacts:
     span_id: str
     command: bool = False  # the arguments carry a command (a shell/terminal-style call)
     silent: bool = False  # the result has no text at all (not even "0 results")
+    # an undeclared change to the world: a bare acknowledgement answering a request that
+    # differs from the tool's previous one, or a new command that succeeded silently
+    world: bool = False
     wait: bool = False  # a successful command that waits on purpose (``sleep 5 && cat log``)
+    wait_command: bool = False  # a command that waits on purpose, whether it failed or not
     incidental: bool = False  # the result rewords the tool's previous answer to this request
 
 
@@ -63,6 +67,7 @@ class Step:
     new_evidence: int = 0  # result digests never seen before in the run
     exempt: bool = False  # a legitimate wait: repeat/frequency/barren skip this step
     wrote: bool = False  # a successful call of a tool declared "write"
+    world: bool = False  # a call of the step changed the world undeclared (CallFacts.world)
     # goal, plan node, evidence part, obligations, blocked_on: the state signature's
     # parts other than the actions (None: the step has no signature)
     signature_parts: tuple[str, str, str, str, str] | None = None

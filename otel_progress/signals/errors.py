@@ -11,7 +11,7 @@ from .base import Signal, Step
 __all__ = ["ErrorRecurrenceSignal"]
 
 _MAX_SIGNATURES = 32
-_MAX_TOOLS = 32
+_MAX_REQUESTS = 32
 
 
 class _State:
@@ -19,8 +19,8 @@ class _State:
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}  # error signature -> failures in the run
-        # tool -> (request digest, error signature, identical failures in a row)
-        self.streaks: dict[str, tuple[int, int, int]] = {}
+        # request digest -> (error signature, identical failures of it in a row)
+        self.streaks: dict[int, tuple[int, int]] = {}
 
 
 class ErrorRecurrenceSignal(Signal):
@@ -28,11 +28,14 @@ class ErrorRecurrenceSignal(Signal):
     fires when one reaches ``error_threshold`` in the run. Works with content capture
     off, since status, ``error.type`` and exception events are always recorded.
 
-    It also fires when one tool was sent the identical request (same canonical
-    arguments) ``repeat_failure_threshold`` times in a row and every time failed with the
-    same error signature: one retry after a transient error is legitimate, a third
-    identical refusal is not transient. Calls of other tools in between (a ``think``, a
-    lookup) do not break the streak; a success of the tool or another request to it does.
+    It also fires when the identical request (same tool, same canonical arguments) failed
+    ``repeat_failure_threshold`` times in a row with the same error signature: one retry
+    after a transient error is legitimate, a third identical refusal is not transient.
+    Other calls in between (a ``think``, a lookup, a rewrite of the script the failing
+    command runs) do not break the streak: the same wrong outcome after three attempts to
+    change it is not progress. A success of the request, or another error from it, does.
+    A command that waits on purpose (``sleep 5 && curl …``) is a poll and is left to the
+    signature count.
     A failure with no message is told apart by its request, so unrelated silent failures
     (different commands exiting nonzero) never add up to one signature. Without captured
     arguments only the signature count applies (names alone are never compared)."""
@@ -50,8 +53,8 @@ class ErrorRecurrenceSignal(Signal):
         for facts in step.facts:
             error = facts.error
             if error is None:
-                if streaks and facts.tool in streaks:
-                    del streaks[facts.tool]
+                if streaks and facts.call in streaks:
+                    del streaks[facts.call]
                 continue
             count = counts.get(error, 0) + 1
             if count == 1 and len(counts) >= _MAX_SIGNATURES:
@@ -59,16 +62,13 @@ class ErrorRecurrenceSignal(Signal):
             counts[error] = count
             if count >= self.config.error_threshold and (fired is None or count > fired[1]):
                 fired = (error, count)
-            if facts.args is None:
-                continue  # arguments not captured: requests cannot be told apart by name alone
-            last = streaks.get(facts.tool)
-            if last is not None and last[0] == facts.call and last[1] == error:
-                n = last[2] + 1
-            else:
-                n = 1
-                if last is None and len(streaks) >= _MAX_TOOLS:
-                    streaks.pop(next(iter(streaks)))
-            streaks[facts.tool] = (facts.call, error, n)
+            if facts.args is None or facts.wait_command:
+                continue  # arguments not captured (names alone are never compared), or a poll
+            last = streaks.get(facts.call)
+            n = last[1] + 1 if last is not None and last[0] == error else 1
+            if last is None and len(streaks) >= _MAX_REQUESTS:
+                streaks.pop(next(iter(streaks)))
+            streaks[facts.call] = (error, n)
             if n >= self.config.repeat_failure_threshold and (streak_fired is None or n > streak_fired[1]):
                 streak_fired = (error, n)
         if fired is not None:

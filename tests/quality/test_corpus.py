@@ -48,7 +48,7 @@ def test_earliest_turn_is_what_the_rules_give(run) -> None:
     # No general rule proves the loop earlier than recorded (waits excepted: identical polls
     # prove nothing while the wait is legitimate).
     if not WAIT_RULES & set(run.rules):
-        for rule in ("cycle", "nothing-new", "same-failure"):
+        for rule in ("cycle", "nothing-new", "same-failure", "same-request-failure"):
             turn = rule_turn(run, rule)
             assert turn is None or turn >= run.earliest_turn, (rule, turn)
     assert run.earliest_turn < run.turns, "a stuck run goes on past its earliest provable turn"
