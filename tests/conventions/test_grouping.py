@@ -1,0 +1,61 @@
+"""Runs without an agent span: root tool calls grouped by what they share, through the key
+itself, ``otel-progress scan`` and the in-process processor.
+
+The scan case is OpenLLMetry's MCP client (``opentelemetry-instrumentation-mcp``: each
+``call_tool`` a root span ``{tool}.tool`` of its own trace)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from otel_progress.conventions import group_key
+from otel_progress.scan import scan_paths
+
+from .helpers import record
+from .otlp import T0, S, root_span_request, write
+
+
+def test_key_precedence() -> None:
+    res = {"service.name": "c", "service.instance.id": "inst-1", "host.name": "h", "process.pid": 42}
+    assert group_key(record("t", {"mcp.session.id": "s1", "gen_ai.conversation.id": "c1"}, resource=res)) \
+        == "group:mcp.session.id=s1"
+    assert group_key(record("t", {"gen_ai.conversation.id": "c1"}, resource=res)) == "group:gen_ai.conversation.id=c1"
+    assert group_key(record("t", {"session.id": "x"}, resource=res)) == "group:session.id=x"
+    assert group_key(record("t", {}, resource=res)) == "group:service.instance.id=inst-1"
+    assert group_key(record("t", {}, resource={"service.name": "c", "host.name": "h", "process.pid": 42})) \
+        == "group:process=c@h#42"
+    assert group_key(record("t", {}, resource={"service.name": "c"})) is None
+    assert group_key(record("t", {"mcp.session.id": "s1"}, parent="ab" * 8)) is None
+    odd = record("t", {"mcp.session.id": ["not", "text"]}, resource=res)
+    assert group_key(odd) == "group:service.instance.id=inst-1"
+
+
+def _mcp_call(i: int, instance: str, query: str = "x", result: str = "0 results") -> dict:
+    return root_span_request(f"{instance}-{i}", "search.tool", {
+        "traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+        "traceloop.entity.input": json.dumps({"tool_name": "search", "arguments": {"q": query}}),
+        "traceloop.entity.output": json.dumps({"result": result})},
+        {"service.name": "mcp-client", "service.instance.id": instance}, T0 + i * S)
+
+
+def test_scan_groups_one_clients_root_tool_calls(tmp_path: Path) -> None:
+    requests = [_mcp_call(i, "client-a") for i in range(5)]
+    trace_ids = {r["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] for r in requests}
+    result = scan_paths([str(write(tmp_path / "a.jsonl", requests))])
+    assert result.detections, "five identical calls of one client are one run"
+    assert all(d.trace_id in trace_ids for d in result.detections)  # the real trace, not the group key
+    groups = [rep for rep in result.reports if rep.trace_id == "group:service.instance.id=client-a"]
+    assert groups and groups[0].runs[0].turns == 5
+
+
+def test_scan_keeps_different_clients_apart(tmp_path: Path) -> None:
+    requests = [_mcp_call(i, f"client-{i}") for i in range(5)]
+    assert scan_paths([str(write(tmp_path / "b.jsonl", requests))]).detections == []
+
+
+def test_scan_healthy_client_is_left_alone(tmp_path: Path) -> None:
+    requests = [_mcp_call(i, "client-a", query=f"q{i}", result=f"doc-{i}: text {i}") for i in range(5)]
+    result = scan_paths([str(write(tmp_path / "c.jsonl", requests))])
+    assert result.detections == []
+    assert [r.turns for rep in result.reports for r in rep.runs] == [5]

@@ -1,0 +1,36 @@
+"""MCP ``tools/call`` spans: the semantic conventions (``model/mcp/spans.yaml``; the MCP
+Python SDK's server middleware ``mcp/server/_otel.py``: span ``tools/call {tool}``,
+``mcp.method.name``, ``gen_ai.operation.name=execute_tool``, ``gen_ai.tool.name``,
+``error.type=tool_error``) and the SDK's own request spans (``mcp/shared/session.py``:
+``MCP send tools/call {tool}`` / ``MCP handle tools/call {tool}`` with only
+``mcp.method.name`` and ``jsonrpc.request.id``)."""
+
+from __future__ import annotations
+
+from otel_progress.model import NOT_CAPTURED
+from otel_progress.spans import SpanKind, classify, read_tool_call
+
+from .helpers import record
+
+
+def test_semconv_span() -> None:
+    span = record("tools/call search", {"mcp.method.name": "tools/call", "gen_ai.tool.name": "search",
+                                        "gen_ai.tool.call.arguments": '{"q": "x"}',
+                                        "gen_ai.tool.call.result": "none", "error.type": "tool_error"})
+    assert classify(span) is SpanKind.TOOL
+    call = read_tool_call(span)
+    assert (call.name, call.arguments, call.result, call.error) == ("search", '{"q": "x"}', "none", True)
+
+
+def test_sdk_request_spans_name_the_tool_without_content() -> None:
+    for name in ("MCP send tools/call search", "MCP handle tools/call search"):
+        span = record(name, {"mcp.method.name": "tools/call", "jsonrpc.request.id": "3"})
+        call = read_tool_call(span)
+        assert classify(span) is SpanKind.TOOL
+        assert call.name == "search" and call.arguments is NOT_CAPTURED and call.result is NOT_CAPTURED
+    assert classify(record("MCP send tools/call search", {})) is SpanKind.TOOL  # before its attributes
+
+
+def test_other_methods_are_not_tool_calls() -> None:
+    assert classify(record("MCP send tools/list", {"mcp.method.name": "tools/list"})) is SpanKind.OTHER
+    assert classify(record("MCP send initialize", {})) is SpanKind.OTHER
