@@ -115,7 +115,17 @@ def record(span: ReadableSpan, attrs: Mapping[str, Any]) -> SpanRecord:
         error=status.status_code is StatusCode.ERROR,
         status_message=status.description or "",
         events=tuple((e.name, e.attributes or {}) for e in span.events),
+        resource=_resource_attributes(span),
     )
+
+
+def _resource_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's resource attributes (public ``ReadableSpan.resource``), ``{}`` if absent."""
+    try:
+        attributes = span.resource.attributes
+    except Exception:
+        return {}
+    return attributes if isinstance(attributes, Mapping) else {}
 
 
 def on_ending_is_mutable() -> bool:

@@ -29,13 +29,15 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from itertools import islice
 from typing import Any
 
 from ..config import Config
+from ..conventions import MARKER_KEYS
 from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
-from ..spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call
+from ..spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
 from .sdk import live_attributes, record
 
 __all__ = ["AGENT", "CLASSIFY_KEYS", "MODEL", "NO_CTX", "OTHER", "TOOL", "Ctx", "Run", "RunTracker", "kind_of"]
@@ -44,10 +46,7 @@ OTHER, TOOL, AGENT, MODEL = 0, 1, 2, 3
 _KIND_CODE = {SpanKind.OTHER: OTHER, SpanKind.TOOL: TOOL, SpanKind.AGENT: AGENT, SpanKind.MODEL: MODEL}
 #: Every attribute :func:`~otel_progress.spans.classify` consults: a span with none of
 #: them is "other" (a plain span), decided with one set operation.
-CLASSIFY_KEYS = frozenset({
-    "gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
-    "mcp.method.name", "gen_ai.usage.input_tokens", "llm.token_count.prompt",
-})
+CLASSIFY_KEYS = MARKER_KEYS  # the span conventions' marker keys: one list for every fast path
 #: What a span passes to its children: (run, plan node, inside a tool call).
 Ctx = tuple[Any, "str | None", bool]
 NO_CTX: Ctx = (None, None, False)
@@ -290,8 +289,12 @@ class RunTracker:
             run = self._run_for(tid, cp)
             if counted:
                 run.open_tools -= 1
-            call = read_tool_call(rec, run_id=run.hex, agent=run.agent, node=cp[1])
-            dets = self.engine.observe(call, flush=run.open_tools <= 0)
+            # A root tool call outside any agent: its client's run, across traces.
+            group = run_group(rec) if not run.hex else None
+            call = read_tool_call(rec, run_id=run.hex, agent=run.agent, node=cp[1], trace_key=group)
+            dets = self.engine.observe(call, flush=group is not None or run.open_tools <= 0)
+            if group is not None and dets:
+                dets = [replace(d, trace_id=rec.trace_id) for d in dets]
             self._maybe_evict()
             if self.engine.stats.runs_evicted != self._evicted_reported:
                 self._report_evictions()
