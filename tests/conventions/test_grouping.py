@@ -59,3 +59,48 @@ def test_scan_healthy_client_is_left_alone(tmp_path: Path) -> None:
     result = scan_paths([str(write(tmp_path / "c.jsonl", requests))])
     assert result.detections == []
     assert [r.turns for rep in result.reports for r in rep.runs] == [5]
+
+
+def _run_client(instance: str, queries: list[str], results: list[str], analysis: str) -> tuple[list, list]:
+    """An MCP-client-like program under the real SDK: each tool call a root span of its own
+    trace (OpenLLMetry's MCP shape), the progress processor wrapping an in-memory export."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_progress.config import Config
+    from otel_progress.processor import ProgressSpanProcessor
+
+    exporter = InMemorySpanExporter()
+    seen: list = []
+    provider = TracerProvider(resource=Resource.create({"service.name": "mcp-client", "service.instance.id": instance}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(ProgressSpanProcessor(SimpleSpanProcessor(exporter), config=Config(),
+                                                      on_detection=seen.append, analysis=analysis))
+    tracer = provider.get_tracer("test")
+    for query, result in zip(queries, results, strict=True):
+        with tracer.start_as_current_span("search.tool", attributes={
+                "traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+                "traceloop.entity.input": json.dumps({"tool_name": "search", "arguments": {"q": query}}),
+                "traceloop.entity.output": json.dumps({"result": result})}):
+            pass
+    provider.force_flush()
+    provider.shutdown()
+    return seen, exporter.get_finished_spans()
+
+
+def test_processor_groups_one_clients_root_tool_calls() -> None:
+    for analysis in ("inline", "background"):
+        seen, spans = _run_client("client-a", ["x"] * 5, ["0 results"] * 5, analysis)
+        assert seen, analysis
+        traces = {format(s.context.trace_id, "032x") for s in spans}
+        assert len(traces) == 5  # every call its own trace
+        assert all(d.trace_id in traces for d in seen)
+        annotated = [s for s in spans if (s.attributes or {}).get("progress.detected")]
+        assert annotated and {format(s.context.span_id, "016x") for s in annotated} <= {d.span_id for d in seen}
+
+
+def test_processor_healthy_client_left_alone() -> None:
+    seen, _ = _run_client("client-b", [f"q{i}" for i in range(5)], [f"doc-{i}: text {i}" for i in range(5)], "inline")
+    assert seen == []
