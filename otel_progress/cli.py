@@ -74,6 +74,22 @@ def _parser() -> argparse.ArgumentParser:
     from .service.options import add_arguments as _serve_arguments
 
     _serve_arguments(serve)
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="tell why nothing can be detected: instrumentors, content settings, a watched run",
+        description=(
+            "Examine this environment (or the interpreter of COMMAND): which OpenTelemetry"
+            " instrumentors opentelemetry-instrument would load, skip or fail on, what the content-capture"
+            " settings in effect mean, and whether the progress processor will be installed. With"
+            " '-- COMMAND', run it under opentelemetry-instrument and report its tool spans, how many"
+            " carried content, and the detections. Exit status: 0 nothing wrong, 1 problems found,"
+            " 2 bad usage or the command could not be run. See docs/doctor.md."
+        ),
+    )
+    from .doctor import add_arguments as _doctor_arguments
+
+    _doctor_arguments(doctor)
     return parser
 
 
@@ -141,6 +157,10 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"otel-progress serve: {exc}", file=sys.stderr)
             return 2
         return run_serve(service_config)
+    if args.command == "doctor":
+        from .doctor import run as run_doctor
+
+        return run_doctor(args)
     if args.command == "demo":
         from .demo import run_demo
 
