@@ -61,7 +61,7 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}[\\/]?")
 _DIGITS = re.compile(r"\d+")
-_NOISE = re.compile(r"(?:[^\w\s<>]|_){2,}|[\r\b]|(?:N\s*[%/]\s*)+N?")
+_NOISE = re.compile(r"(?:[^\w\s<>]|_){2,}|(?<!\S)[^\w\s]+(?!\S)|[\r\b]|(?:N\s*[%/]\s*)+N?")
 _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )

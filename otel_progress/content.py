@@ -142,12 +142,24 @@ def is_deliberate_wait(command: str) -> bool:
 
 # -- wording ------------------------------------------------------------------------------
 
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+#: English function words: rewording changes them freely, so only the other (content)
+#: words are compared.
+_FUNCTION_WORDS = frozenset((
+    "the", "this", "that", "these", "those", "are", "was", "were", "been", "being", "its",
+    "you", "your", "our", "they", "their", "there", "here", "she", "his", "her", "him", "hers",
+    "for", "from", "with", "and", "but", "not", "nor", "into", "onto", "over", "under", "about",
+    "above", "below", "out", "off", "all", "any", "both", "each", "few", "more", "most",
+    "other", "some", "such", "than", "too", "very", "also", "just", "only", "still", "again",
+    "then", "has", "have", "had", "will", "would", "can", "could", "should", "may", "might",
+    "must", "shall", "which", "who", "whom", "what", "when", "where", "why", "how", "does",
+    "did", "done", "yet", "now", "one",
+))
 _FACT = re.compile(r"\S*\d\S*|https?://\S+|\S*[/\\]\S+|\S+@\S+|\"[^\"]{1,80}\"|'[^']{1,80}'")
-_PROSE_MIN_WORDS = 8
+_PROSE_MIN_WORDS = 6
 #: Two wordings of one answer share more of their vocabulary than they differ in. Jaccard
-#: similarity >= 0.5 of the distinct words is the point where that holds (at least as
-#: many shared words as words in only one of them).
+#: similarity >= 0.5 of the distinct content words is the point where that holds (at
+#: least as many shared words as words in only one of them).
 PROSE_SIMILARITY = 0.5
 _MAX_PROSE = 16384
 
@@ -157,7 +169,9 @@ def _facts(text: str) -> set[str]:
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
+    """The content words of a text: words of three letters or more, lower-cased, without
+    the function words."""
+    return {w for w in (m.lower() for m in _WORD.findall(text)) if w not in _FUNCTION_WORDS}
 
 
 def _lines(text: str) -> set[str]:
@@ -167,11 +181,11 @@ def _lines(text: str) -> set[str]:
 def same_prose(new: str, old: str) -> bool:
     """Whether ``new`` says what ``old`` said, in other words.
 
-    True only when both are prose (at least a few words), ``new`` carries no fact-like
-    token (a number, an identifier with a digit, a URL, a path, a quoted name) that ``old``
-    did not, no line of ``new`` holds such a token in a line ``old`` did not have
-    (a log that gained lines is new), and their distinct words overlap with Jaccard
-    similarity of at least :data:`PROSE_SIMILARITY`."""
+    True only when both are prose (at least six content words), ``new`` carries no
+    fact-like token (a number, an identifier with a digit, a URL, a path, a quoted name)
+    that ``old`` did not, no new short line of ``new`` holds such a token (a log that
+    gained lines is new), and their content words (function words left out) overlap with
+    Jaccard similarity of at least :data:`PROSE_SIMILARITY`."""
     if new == old or len(new) > _MAX_PROSE or len(old) > _MAX_PROSE:
         return False
     new_words, old_words = _words(new), _words(old)
