@@ -1,0 +1,41 @@
+"""Strands Agents under the framework matrix: ``python agent.py loop|empty_search|healthy``.
+
+The model is Strands' own ``OpenAIModel`` talking to the scripted model server
+(``../scripted_llm.py``) on 127.0.0.1. Strands writes its spans through the global
+tracer provider, so ``opentelemetry-instrument`` needs no code. With
+``MATRIX_SPAN_PROCESSOR=openinference`` the script adds the one line OpenInference's
+documentation asks for: ``StrandsAgentsToOpenInferenceProcessor`` on the tracer provider.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from scripted_llm import ScriptedLLM, lookup_order, search_docs
+
+
+def main(scenario: str) -> int:
+    if os.environ.get("MATRIX_SPAN_PROCESSOR") == "openinference":
+        from openinference.instrumentation.strands_agents import StrandsAgentsToOpenInferenceProcessor
+        from opentelemetry import trace
+
+        trace.get_tracer_provider().add_span_processor(StrandsAgentsToOpenInferenceProcessor())
+
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    with ScriptedLLM(scenario) as llm:
+        model = OpenAIModel(client_args={"base_url": llm.openai_base_url, "api_key": "scripted"},
+                            model_id="gpt-4o-mini")
+        agent = Agent(model=model, tools=[tool(lookup_order), tool(search_docs)], name="support_agent",
+                      callback_handler=None)
+        result = agent("Help the customer with order A-1001 and the refund policy.")
+    print(str(result).strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "loop"))
