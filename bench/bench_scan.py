@@ -8,7 +8,8 @@ ended, several agent runs in flight at once, so a run's spans are spread over se
 lines and lines hold spans of several runs; tool results of about 1 KB. Then it runs
 ``otel-progress scan --no-progress`` in a fresh process on
 
-* the file as generated,
+* the file as generated, without and with ``--html`` (the report keeps every tool
+  call's timeline data),
 * the same file with a corrupt first line (the case that used to buffer the whole file),
 * 10% of the size of non-JSON garbage (the error lines printed are counted),
 
@@ -156,8 +157,11 @@ def main() -> None:
           f" json.loads of every line: {size_mb / floor:.1f} MB/s\n")
     print(f"{'case':<28} {'exit':>4} {'RSS MB':>8} {'RSS/input':>9} {'RSS/idle':>8} {'MB/s':>7}"
           f" {'vs json':>7} {'stderr lines':>12}")
-    for name, path in (("line-delimited", clean), ("corrupt first line", corrupt), ("garbage (10% size)", garbage)):
-        seconds, rss, code, lines = run([*scan, str(path)])
+    report = CACHE / "bench-scan-report.html"
+    cases = (("line-delimited", clean, ()), ("line-delimited --html", clean, ("--html", str(report))),
+             ("corrupt first line", corrupt, ()), ("garbage (10% size)", garbage, ()))
+    for name, path, extra in cases:
+        seconds, rss, code, lines = run([*scan, *extra, str(path)])
         mb = path.stat().st_size / 1e6
         print(f"{name:<28} {code:>4} {rss:>8.0f} {rss / mb:>9.2f} {rss / idle_rss:>8.1f} {mb / seconds:>7.1f}"
               f" {(mb / seconds) / (size_mb / floor):>7.2f} {lines:>12}")

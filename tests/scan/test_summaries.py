@@ -108,3 +108,17 @@ def test_table_json_and_html_count_the_same_detections(demo: tuple[Path, str], t
     cards = dict((label, value) for value, label in re.findall(
         r'<div class="card"><b>([^<]+)</b><span>([^<]+)</span>', report.read_text()))
     assert int(cards["detections"]) == len(lines) and int(cards["runs with detections"]) == runs_with
+
+
+def test_demo_settings_file_round_trips(tmp_path: Path) -> None:
+    from otel_progress.config import Config
+    from otel_progress.demo import DEMO_MANIFEST, write_settings
+    from otel_progress.manifest import parse_manifest
+
+    config = Config(window=12, disabled_signals=frozenset({"barren"}), volatile_keys=frozenset({"ts", "Request-Id"}),
+                    implicit_waits=False, implicit_max_wait_seconds=60.5, digest_key="secret",
+                    manifest=parse_manifest(DEMO_MANIFEST, "demo"))
+    path = tmp_path / "s.json"
+    write_settings(config, str(path))
+    assert "secret" not in path.read_text()  # never the digest key
+    assert Config.from_file(path) == config.replace(digest_key=None)
