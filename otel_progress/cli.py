@@ -110,8 +110,10 @@ EXIT_INTERNAL = 3
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``otel-progress`` console script.
 
-    Never shows a traceback: an unexpected exception is reported in one line on stderr
-    and exits with status 3 (set ``OTEL_PROGRESS_TRACEBACK=1`` to see where it came from).
+    Never shows a traceback: an I/O error the command did not handle (output to a full
+    disk) is reported in one line with status 2; any other unexpected exception is
+    reported in one line with status 3 (set ``OTEL_PROGRESS_TRACEBACK=1`` to see where
+    it came from).
     """
     import os
 
@@ -126,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SystemExit:
         raise
+    except OSError as exc:  # e.g. stdout on a full disk: the environment, not a bug
+        with contextlib.suppress(Exception):
+            where = f"{exc.filename}: " if exc.filename else ""
+            sys.stderr.write(f"otel-progress: {where}{exc.strerror or exc}\n")
+        return 2
     except Exception as exc:
         if os.environ.get("OTEL_PROGRESS_TRACEBACK"):
             import traceback

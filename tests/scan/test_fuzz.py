@@ -140,3 +140,16 @@ def test_an_internal_error_is_one_line_and_status_three(monkeypatch, capsys) -> 
     assert main(["scan", "x.jsonl"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: RuntimeError: boom" in err and "Traceback" not in err
+
+
+def test_output_to_a_full_disk_is_one_line_and_status_two() -> None:
+    if not Path("/dev/full").exists():
+        import pytest
+
+        pytest.skip("needs /dev/full (Linux)")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan",
+                               str(ROOT / "examples" / "traces" / "agents.jsonl")],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
