@@ -6,7 +6,8 @@ Tool spans: ``tool.name``, arguments in ``input.value`` (JSON of the bound argum
 ``tool_call.function.arguments``), result in ``output.value``. Results are often a
 framework object serialised whole: a LlamaIndex ``ToolOutput`` (which echoes the
 arguments) or a Google ADK function response (whose ``id`` changes every call); the
-facade reduces those envelopes (:mod:`.envelopes`). Agent spans: ``agent.name``, else
+facade reduces those envelopes (:mod:`.envelopes`). A value hidden by the
+``OPENINFERENCE_HIDE_*`` settings (``__REDACTED__``) is read as not captured. Agent spans: ``agent.name``, else
 ``gen_ai.agent.name``, else the span name. Tokens: ``llm.token_count.prompt`` +
 ``completion``, else ``total``.
 """
@@ -20,6 +21,10 @@ from .record import SpanKind, SpanRecord
 __all__ = ["OpenInferenceConvention"]
 
 KIND = "openinference.span.kind"
+#: What OpenInference writes in place of a value hidden by ``OPENINFERENCE_HIDE_INPUTS`` /
+#: ``OPENINFERENCE_HIDE_OUTPUTS`` (``openinference/instrumentation/config.py``,
+#: ``REDACTED_VALUE``): no content, not a value every call shares.
+REDACTED = "__REDACTED__"
 _KINDS = {"TOOL": SpanKind.TOOL, "AGENT": SpanKind.AGENT, "LLM": SpanKind.MODEL}
 
 
@@ -47,7 +52,9 @@ class OpenInferenceConvention(SpanConvention):
         arguments = a.get("input.value")
         if arguments is None:
             arguments = a.get("tool_call.function.arguments")
-        return ToolContent(first_text(a, "tool.name", "tool_call.function.name"), arguments, a.get("output.value"))
+        result = a.get("output.value")
+        return ToolContent(first_text(a, "tool.name", "tool_call.function.name"),
+                           None if arguments == REDACTED else arguments, None if result == REDACTED else result)
 
     def read_tokens(self, span: SpanRecord) -> int | None:
         return tokens_from(span.attributes, (("llm.token_count.prompt", "llm.token_count.completion"),),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from otel_progress.model import NOT_CAPTURED
 from otel_progress.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
 
 from .helpers import record
@@ -56,3 +57,12 @@ def test_agent_name_and_tokens() -> None:
     assert read_tokens(record("m", {"openinference.span.kind": "LLM", "llm.token_count.prompt": 4,
                                     "llm.token_count.completion": 2})) == 6
     assert read_tokens(record("m", {"openinference.span.kind": "LLM", "llm.token_count.total": 8})) == 8
+
+
+def test_values_hidden_by_openinference_settings_are_not_content() -> None:
+    # OPENINFERENCE_HIDE_INPUTS/OUTPUTS=true write "__REDACTED__": identical on every call,
+    # so read as content it would make every call a repeat
+    call = read_tool_call(_tool("__REDACTED__", arguments="__REDACTED__"))
+    assert call.name == "search"
+    assert call.arguments is NOT_CAPTURED and call.result is NOT_CAPTURED
+    assert read_tool_call(_tool("__REDACTED__")).arguments == '{"q": "x"}'  # only the hidden side is lost
