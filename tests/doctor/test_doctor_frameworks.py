@@ -1,0 +1,60 @@
+"""``otel-progress doctor`` inside a framework virtualenv of the matrix (Agno with
+OpenInference, built and cached by the matrix harness), watching the real agent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.frameworks.harness import SETUPS_DIR, BuildError, agent_env, build_venv, discover, in_ci
+
+pytestmark = pytest.mark.timeout(2400)  # may build the virtualenv first
+
+
+@pytest.fixture(scope="module")
+def agno() -> tuple[Path, object]:
+    (setup,) = [s for s in discover() if s.framework == "agno" and s.name == "openinference"]
+    try:
+        return build_venv(setup.requirements_path), setup
+    except BuildError as exc:
+        if exc.network and not in_ci():
+            pytest.skip(f"package index unreachable, cannot build the Agno virtualenv: {exc}")
+        raise
+
+
+def _doctor(venv: Path, setup: object, scenario: str, **extra: str) -> tuple[int, dict]:
+    env = agent_env(setup)  # the matrix's environment: console export, no real network
+    env.update(extra)
+    proc = subprocess.run([str(venv / "bin" / "otel-progress"), "doctor", "--format", "json", "--timeout", "200",
+                           "--", str(venv / "bin" / "python"), "agent.py", scenario],
+                          cwd=SETUPS_DIR / "agno", env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert "Traceback" not in proc.stdout
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_doctor_sees_the_agno_loop(agno: tuple[Path, object]) -> None:
+    venv, setup = agno
+    code, report = _doctor(venv, setup, "loop")
+    statuses = {r["name"]: r["status"] for r in report["instrumentors"]}
+    assert statuses.get("agno") == "loads" and statuses.get("progress") == "loads"
+    assert [c["capture"] for c in report["content"] if c["instrumentation"] == "OpenInference"] == ["yes"]
+    run = report["run"]
+    assert set(run["instrumented"]) >= {"agno", "progress"}
+    assert run["tool_spans"] == 6 and run["tool_spans_with_arguments"] == 6 and run["tool_spans_with_result"] == 6
+    assert run["detections"] and {d["tool"] for d in run["detections"]} == {"lookup_order"}
+    assert code == 0, report["findings"]
+
+
+def test_doctor_names_openinference_settings_when_content_is_hidden(agno: tuple[Path, object]) -> None:
+    venv, setup = agno
+    code, report = _doctor(venv, setup, "loop", OPENINFERENCE_HIDE_INPUTS="true", OPENINFERENCE_HIDE_OUTPUTS="true")
+    assert code == 1
+    run = report["run"]
+    assert run["tool_spans"] == 6 and run["tool_spans_with_result"] == 0
+    assert run["detections"] == []
+    text = " ".join(f["message"] + " " + f["fix"] for f in report["findings"])
+    assert "OPENINFERENCE_HIDE_INPUTS=false" in text and "6 of 6 tool spans carried no arguments or result" in text
