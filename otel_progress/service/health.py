@@ -43,6 +43,7 @@ class _BoundedServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # listen backlog: a burst of connections is accepted (and refused) at once
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  max_connections: int) -> None:

@@ -189,10 +189,11 @@ class Downstream:
     max_active: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: Any = None
+    max_receive_bytes: int = 128 * 1024 * 1024  # grpc's receive limit (a Collector's is 4 MiB)
 
     def start(self, port: int = 0) -> Downstream:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
-                                  options=[("grpc.max_receive_message_length", 128 * 1024 * 1024),
+                                  options=[("grpc.max_receive_message_length", self.max_receive_bytes),
                                            ("grpc.so_reuseport", 0)])
 
         def export(raw: bytes, context: grpc.ServicerContext) -> Response:
