@@ -4,6 +4,7 @@ distributions, and watching real runs under ``opentelemetry-instrument``."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -111,6 +112,11 @@ def test_watched_run_with_content_counts_tool_spans_and_detections() -> None:
     assert proc.returncode == 0, report["findings"]
     # the agent's own output went to stderr in json mode; stdout is the report alone
     assert "done" in proc.stderr
+    # every key of the report is documented
+    docs = (HERE.parents[1] / "docs" / "doctor.md").read_text()
+    keys = set(report) | set(run) | set(run["processor"]) | set(run["tools"][0]) | set(report["instrumentors"][0])
+    undocumented = sorted(k for k in keys if not re.search(rf"\b{k}\b", docs))
+    assert not undocumented, undocumented
 
 
 def test_watched_run_without_content_names_the_setting() -> None:
