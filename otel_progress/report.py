@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,8 +114,9 @@ def _add_to_timeline(out: dict[tuple[str, str], _Timeline], trace_id: str, span:
     elif kind is SpanKind.TOOL and not nested:
         call = read_tool_call(span, run_id=run_id)
         tl = out.setdefault((trace_id, run_id), _Timeline())
-        tl.calls.append((span.start_ns, span.end_ns or span.start_ns, call.name, span.span_id,
-                         call.error, call.error_type or "", span.parent_id))
+        # tool names, error types and parents repeat across a run's calls: one string each
+        tl.calls.append((span.start_ns, span.end_ns or span.start_ns, sys.intern(call.name), span.span_id,
+                         call.error, sys.intern(call.error_type or ""), sys.intern(span.parent_id)))
     elif kind is SpanKind.MODEL:
         tokens = read_tokens(span)
         if tokens:
