@@ -110,7 +110,9 @@ def _overrides(method: str) -> tuple[SpanConvention, ...]:
     return tuple(c for c in CONVENTIONS if getattr(type(c), method) is not base)
 
 
-_CLASSIFIERS = _overrides("classify")
+# The GenAI conventions classify first (their ``gen_ai.operation.name`` is decisive where
+# present, and most spans use it); the others then, in registry order.
+_CLASSIFIERS = tuple(sorted(_overrides("classify"), key=lambda c: not isinstance(c, GenAIConvention)))
 _TOOL_READERS = _overrides("read_tool")
 _TOKEN_READERS = _overrides("read_tokens")
 _AGENT_READERS = _overrides("agent_name")

@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .record import SpanKind, SpanRecord
 
@@ -34,11 +33,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolContent:
+class ToolContent(NamedTuple):
     """What a convention read from a tool-call span. ``None``: the convention does not
     know (another convention may); :data:`~otel_progress.model.NOT_CAPTURED` is never
-    used here (the facade decides that when no convention knows)."""
+    used here (the facade decides that when no convention knows). (A named tuple: one is
+    built per tool span and convention, so it must be cheap.)"""
 
     name: str | None = None
     arguments: Any = None

@@ -28,6 +28,7 @@ test first), and a value that holds none comes back unchanged, the same object.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,15 +39,42 @@ __all__ = ["reduce_arguments", "reduce_result"]
 _CALLBACK_KEYS = frozenset({"input_str", "tags", "metadata", "inputs", "kwargs"})
 _FUNCTION_RESPONSE_KEYS = frozenset({"id", "name", "response", "will_continue", "scheduling", "parts"})
 _TOOL_OUTPUT_KEYS = frozenset({"content", "tool_name", "raw_input", "raw_output", "is_error", "blocks"})
-_ARGUMENT_HINTS = ('"input_str"', '"kwargs"')
-_RESULT_HINTS = ('"output"', '"ToolMessage"', '"tool_call_id"', '"raw_output"', '"response"', '"kwargs"')
 _MAX_DEPTH = 4
+# A JSON string is decoded only if its first key may start an envelope (in the order the
+# instrumentations write them, or sorted) and it holds a key the envelope needs: one
+# anchored match and one substring search, never a parse of an ordinary result.
+_FIRST_KEY = re.compile(r'\s*\{\s*"([A-Za-z_]{1,16})"')
+_SPACE_OR_BRACE = frozenset("{ \t\r\n")
+_ARGUMENT_NEEDS: Mapping[str, tuple[str, ...]] = {
+    "input_str": ('"inputs"',), "inputs": ('"input_str"',), "metadata": ('"input_str"',),
+    "kwargs": ('"input_str"', '"args"'), "tags": ('"input_str"',), "args": ('"kwargs"',),
+}
+_RESULT_NEEDS: Mapping[str, tuple[str, ...]] = {
+    "output": ('"output"',), "lc": ('"ToolMessage"',), "id": ('"ToolMessage"', '"response"'),
+    "content": ('"tool_call_id"', '"raw_output"'), "blocks": ('"raw_output"',),
+    "tool_name": ('"raw_output"',), "name": ('"response"',), "will_continue": ('"response"',),
+    "scheduling": ('"response"',), "parts": ('"response"',), "response": ('"name"',),
+    "is_error": ('"raw_output"',), "raw_input": ('"raw_output"',), "additional_kwargs": ('"tool_call_id"',),
+    "type": ('"tool_call_id"',),
+}
 
 
-def _maybe_decode(value: Any, hints: Sequence[str]) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", " ", "\n") and any(h in value for h in hints):
-        return decode_json(value)
-    return value
+def _first_key(value: str) -> str | None:
+    if value.startswith('{"'):  # json.dumps output: no space before the first key
+        end = value.find('"', 2, 20)
+        return value[2:end] if end > 2 else None
+    match = _FIRST_KEY.match(value, 0, 64) if value[:1] in _SPACE_OR_BRACE else None
+    return match.group(1) if match is not None else None
+
+
+def _maybe_decode(value: Any, needs: Mapping[str, Sequence[str]]) -> Any:
+    if not isinstance(value, str):
+        return value
+    key = _first_key(value)
+    wanted = needs.get(key) if key is not None else None
+    if wanted is None or not any(w in value for w in wanted):
+        return value
+    return decode_json(value)
 
 
 def _args_kwargs(value: Mapping[str, Any]) -> Any:
@@ -74,7 +102,7 @@ def _reduce_arguments(value: Any, depth: int) -> Any:
 
 def reduce_arguments(value: Any) -> Any:
     """The call's real arguments inside a known envelope; ``value`` itself otherwise."""
-    decoded = _maybe_decode(value, _ARGUMENT_HINTS)
+    decoded = _maybe_decode(value, _ARGUMENT_NEEDS)
     reduced = _reduce_arguments(decoded, 0)
     return value if reduced is None else reduced
 
@@ -116,6 +144,6 @@ def _reduce_result(value: Any, depth: int) -> Any:
 
 def reduce_result(value: Any) -> Any:
     """The tool's real output inside a known envelope; ``value`` itself otherwise."""
-    decoded = _maybe_decode(value, _RESULT_HINTS)
+    decoded = _maybe_decode(value, _RESULT_NEEDS)
     reduced = _reduce_result(decoded, 0)
     return value if reduced is None else reduced

@@ -33,6 +33,8 @@ _USAGE_PAIRS = (
     ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
 )
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# Span kinds of other conventions: a span that has one is classified by them, not by its name.
+_OTHER_KINDS = frozenset({"openinference.span.kind", "traceloop.span.kind", "mcp.method.name"})
 _INPUT_MESSAGES = "gen_ai.input.messages"
 _OUTPUT_MESSAGES = "gen_ai.output.messages"
 
@@ -108,7 +110,7 @@ class GenAIConvention(SpanConvention):
             if op in _MODEL_OPS:
                 return SpanKind.MODEL
         name = span.name
-        if isinstance(name, str) and op is None:
+        if isinstance(name, str) and op is None and _OTHER_KINDS.isdisjoint(a):
             if name.startswith("execute_tool "):
                 return SpanKind.TOOL
             if name == "invoke_agent" or name.startswith("invoke_agent "):

@@ -48,7 +48,9 @@ class MCPConvention(SpanConvention):
 
     def read_tool(self, span: SpanRecord) -> ToolContent | None:
         a = span.attributes
-        if a.get(METHOD) != "tools/call" and self.classify(span) is None:
+        method = a.get(METHOD)
+        if method != "tools/call" and not (method is None and isinstance(span.name, str)
+                                           and span.name.startswith(_NAME_PREFIXES[:2])):
             return None
         return ToolContent(
             first_text(a, "gen_ai.tool.name") or _name_from_span(span.name),
