@@ -7,7 +7,9 @@ arguments in ``traceloop.entity.input`` and ``json.dumps`` of the return value i
 ``traceloop.entity.output``. A tool call is told from other tasks in two ways:
 
 * the agent workflow's ``call_tool`` step (``FunctionAgent``, ``ReActAgent``, ...): the span
-  ``call_tool.task`` carries ``tool.name`` and ``tool.arguments`` (JSON of the call's
+  (named after the class that defines the step, ``BaseWorkflowAgent.task``, as seen with
+  ``opentelemetry-instrumentation-llamaindex`` and ``llama-index-core`` in the framework
+  matrix) carries ``tool.name`` and ``tool.arguments`` (JSON of the call's
   ``tool_kwargs``); its output is a ``ToolCallResult`` whose ``tool_output`` is a
   ``ToolOutput``, reduced to the tool's ``raw_output``.
 * a tool object's own ``call`` / ``acall`` (``FunctionTool``, ``QueryEngineTool``, ...: a
