@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -144,8 +145,6 @@ def test_an_internal_error_is_one_line_and_status_three(monkeypatch, capsys) -> 
 
 def test_output_to_a_full_disk_is_one_line_and_status_two() -> None:
     if not Path("/dev/full").exists():
-        import pytest
-
         pytest.skip("needs /dev/full (Linux)")
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan",
@@ -153,3 +152,26 @@ def test_output_to_a_full_disk_is_one_line_and_status_two() -> None:
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and "No space left on device" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def _deep_kvlist(levels: int) -> bytes:
+    inner = '{"stringValue":"x"}'
+    for _ in range(levels):
+        inner = '{"kvlistValue":{"values":[{"key":"k","value":' + inner + "}]}}"
+    return ('{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c",'
+            '"spanId":"b7ad6b7169203331","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":'
+            '"execute_tool"}},{"key":"gen_ai.tool.call.result","value":' + inner + "}]}]}]}]}\n").encode()
+
+
+
+@pytest.mark.parametrize("content", [
+    b"\xff\xfe\x00garbage\n", b"[" * 200_000 + b"\n", b"{\n", b"\x00\x00\x00\n",
+    b"\xef\xbb\xbf{\"resourceSpans\":[]}\n",
+    _deep_kvlist(180), _deep_kvlist(400), b'{"resourceSpans": 5}\n', b'{"resourceSpans": [[[]]]}\n',
+], ids=["utf16", "deep-array", "lone-brace", "nul", "bom", "deep-kvlist", "deeper-kvlist", "int", "nested-lists"])
+def test_odd_bytes_never_crash(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "odd.bin"
+    path.write_bytes(content)
+    status, err = _scan(path)
+    assert status in (0, 2), err
+    assert "Traceback" not in err and "internal error" not in err, err
