@@ -62,7 +62,7 @@ class TraceAssembler:
         grace_documents: int = 64,
         grace_seconds: float = 30.0,
         max_held_spans: int = 200_000,
-        max_finished: int = 1_000_000,
+        max_finished: int = 100_000,
     ) -> None:
         self._open: OrderedDict[str, AssembledTrace] = OrderedDict()  # least recently active first
         self._rooted: OrderedDict[str, None] = OrderedDict()  # traces whose root was seen, oldest first

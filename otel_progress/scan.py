@@ -223,6 +223,11 @@ class _Scan:
             result.problem(ReadProblem("scan", 0, f"{a.incomplete:,} trace(s) analysed before their root span was"
                                                   " read: more spans were held at once than the limit"
                                                   " (--max-held-spans)"), "summary")
+        stats = self.engine.stats
+        if stats.runs_evicted:
+            cap = self.engine.config.max_runs
+            result.problem(ReadProblem("scan", 0, f"{stats.runs_evicted:,} run(s) dropped unfinished: more runs"
+                                                  f" were open at once than max_runs ({cap:,})"), "summary")
         self.ordered.sort(key=lambda t: (t[0], t[1]))
         result.reports = [rep for _, _, rep in self.ordered]
 

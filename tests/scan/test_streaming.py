@@ -218,3 +218,21 @@ def test_example_traces_unchanged_by_streaming(tmp_path: Path) -> None:
     path = tmp_path / "ex.jsonl"
     path.write_text(buf.getvalue())
     assert [d.to_dict() for d in scan_paths([str(path)]).detections] == _reference(path)
+
+
+def test_runs_dropped_past_max_runs_are_reported(tmp_path: Path) -> None:
+    lines = []
+    for n in range(6):  # six MCP client sessions, each call a root span of its own trace
+        for i in range(2):
+            t = TraceBuilder(f"session{n}-call{i}", None)
+            t.tool("search", {"q": i}, f"hit {i}")
+            span = t.spans[0]
+            span["parentSpanId"] = ""
+            span["attributes"].append({"key": "mcp.session.id", "value": {"stringValue": f"s{n}"}})
+            lines.append(_export([span]))
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(lines))
+    assert not any("dropped unfinished" in str(p) for p in scan_paths([str(path)]).problems)
+    result = scan_paths([str(path)], Config(max_runs=2))
+    assert any("run(s) dropped unfinished: more runs were open at once than max_runs (2)" in str(p)
+               for p in result.problems), result.problems
