@@ -44,7 +44,11 @@ __all__ = [
     "OtlpJsonFileExporter",
     "Scenario",
     "ScriptedAgent",
+    "reproduce_command",
     "run_demo",
+    "settings_file_for",
+    "settings_mapping",
+    "write_settings",
 ]
 
 #: The deploy agent's manifest entry, from seed 000.
