@@ -323,9 +323,11 @@ _TOOL_MARKERS = (("gen_ai.operation.name", "execute_tool"), ("openinference.span
 
 def is_tool_span(span: dict[str, Any]) -> bool:
     """Whether a span is a tool call by any of the conventions' markers (the harness's own
-    test, independent of otel-progress's readers)."""
+    test, independent of otel-progress's readers). LlamaIndex under OpenLLMetry marks every
+    step ``task``; its agents' ``call_tool`` step is the one that names the tool."""
     attrs = span.get("attributes") or {}
-    return any(attrs.get(k) == v for k, v in _TOOL_MARKERS)
+    return any(attrs.get(k) == v for k, v in _TOOL_MARKERS) or (
+        "tool.name" in attrs and attrs.get("traceloop.span.kind") == "task")
 
 
 def detection_events(span: dict[str, Any]) -> list[dict[str, Any]]:

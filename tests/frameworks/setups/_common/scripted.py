@@ -154,7 +154,8 @@ class FakeOpenAI:
         self.requests += 1
         step = next_step(self.scenario, self.step_of(body.get("messages") or []))
         if isinstance(step, str):
-            return {"role": "assistant", "content": f"Answer: {step}" if self.react else step}
+            text = f"Thought: I can answer without using any more tools.\nAnswer: {step}" if self.react else step
+            return {"role": "assistant", "content": text}
         name, args = step
         if self.react:
             text = f"Thought: I need to use a tool.\nAction: {name}\nAction Input: {json.dumps(args)}"
@@ -219,8 +220,9 @@ class FakeOpenAI:
 
 
 def _observations_in(messages: list[dict[str, Any]]) -> int:
+    # the system prompt's format instructions show "Observation:" too: not a tool result
     text = "\n".join(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
-                     for m in messages)
+                     for m in messages if m.get("role") != "system")
     return text.count("Observation:")
 
 
