@@ -210,7 +210,13 @@ def spans_from_request(
             for span in _list(ss.get("spans")):
                 if not isinstance(span, Mapping):
                     continue
-                record = _span(span, problems, source, line, resource_attrs)
+                try:
+                    record = _span(span, problems, source, line, resource_attrs)
+                except Exception as exc:  # never expected (the readers are total): skip the span, say so
+                    if problems is not None:
+                        problems.append(ReadProblem(source, line, f"span could not be read ({type(exc).__name__});"
+                                                                  " skipped"))
+                    continue
                 if record is not None:
                     yield record
 
