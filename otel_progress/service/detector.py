@@ -331,13 +331,19 @@ class BatchDetector:
             self._pending.pop(ticket, None)
             self._order.notify_all()
 
-    def _wait_turn(self, ticket: int, traces: frozenset[bytes]) -> None:
-        """Publish this request's traces, then wait (up to ``order_wait``) until no earlier
-        request shares one of them or is still being read."""
-        deadline = time.monotonic() + self.order_wait
+    def _publish(self, ticket: int, traces: frozenset[bytes]) -> None:
+        """Say which traces this request holds spans of (later requests wait for it only
+        if they share one)."""
         with self._order:
             self._pending[ticket] = traces
             self._order.notify_all()
+
+    def _wait_turn(self, ticket: int) -> None:
+        """Wait (up to ``order_wait``) until no earlier request shares one of this
+        request's traces or is still being read."""
+        deadline = time.monotonic() + self.order_wait
+        with self._order:
+            traces = self._pending.get(ticket) or frozenset()
             while True:
                 if not any(t < ticket and (ts is None or not ts.isdisjoint(traces))
                            for t, ts in self._pending.items()):
@@ -364,20 +370,22 @@ class BatchDetector:
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
 
+        scopes = [(ri, si, list(ss.spans)) for ri, rs in enumerate(slim.resource_spans)
+                  for si, ss in enumerate(rs.scope_spans)]
+        # Published before the spans are read, so that requests of other traces need not
+        # wait for this one's reading either (all spans' traces: a superset of the GenAI ones).
+        self._publish(ticket, frozenset(_trace_id_of(b) for _ri, _si, spans in scopes for b in spans))
         marked: list[tuple[Loc, bytes]] = []
         others: list[bytes] = []
         total = 0
-        for ri, rs in enumerate(slim.resource_spans):
-            for si, ss in enumerate(rs.scope_spans):
-                spans = list(ss.spans)
-                total += len(spans)
-                start = 0
-                for j in marked_spans(spans):
-                    others.extend(spans[start:j])
-                    start = j + 1
-                    marked.append(((ri, si, j), spans[j]))
-                others.extend(spans[start:])
-        self._wait_turn(ticket, frozenset(_trace_id_of(b) for _loc, b in marked))
+        for ri, si, spans in scopes:
+            total += len(spans)
+            start = 0
+            for j in marked_spans(spans):
+                others.extend(spans[start:j])
+                start = j + 1
+                marked.append(((ri, si, j), spans[j]))
+            others.extend(spans[start:])
 
         items: list[_Item] = []
         unreadable = 0
@@ -396,6 +404,7 @@ class BatchDetector:
                 items.append(_Item(loc, record, kind))
             else:
                 others.append(span_bytes)
+        self._wait_turn(ticket)
         result = BatchResult(spans=total, genai=len(items))
         self.metrics.add("progress.service.spans.received", total)
         self.metrics.add("progress.service.spans.unreadable", unreadable)
@@ -573,7 +582,9 @@ class BatchDetector:
         fresh: list[_Item] = []
         in_batch: dict[tuple[str, str], _Item] = {}
         duplicates = 0
-        for it in items:
+        for n, it in enumerate(items, 1):
+            if n % (8 * CHUNK_CALLS) == 0:
+                self._let_others_in()
             rec = it.record
             entry = entries[rec.trace_id]
             key = (rec.trace_id, rec.span_id)
@@ -611,7 +622,9 @@ class BatchDetector:
                     if len(pending) < _MAX_PENDING:
                         pending.append(det)
 
-        for it in timeline:
+        for n, it in enumerate(timeline, 1):
+            if n % CHUNK_CALLS == 0:
+                self._let_others_in()
             rec = it.record
             entry = entries[rec.trace_id]
             if it.kind is SpanKind.TOOL:
@@ -698,6 +711,13 @@ class BatchDetector:
         if self._traces and next(iter(self._traces.values())).last_seen <= now - self.trace_ttl:
             self._expire(now)
         return placements
+
+    def _let_others_in(self) -> None:
+        """In a large trace: let the requests waiting for the lock in (they are of other
+        traces: those of this trace wait for this request's turn), then queue again."""
+        if self._lock.waiting():
+            self._lock.release()
+            self._lock.acquire()
 
     def _mark_complete(self, entry: _Trace, now: float) -> None:
         if entry.complete_at is None:
