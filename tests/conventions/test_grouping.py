@@ -104,3 +104,43 @@ def test_processor_groups_one_clients_root_tool_calls() -> None:
 def test_processor_healthy_client_left_alone() -> None:
     seen, _ = _run_client("client-b", [f"q{i}" for i in range(5)], [f"doc-{i}: text {i}" for i in range(5)], "inline")
     assert seen == []
+
+
+def _proto_request(instance: str, calls: list[tuple[int, str, str]]) -> bytes:
+    """An OTLP protobuf request with one root MCP-client tool span per trace."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1 import common_pb2
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    def kv(key: str, value: str) -> common_pb2.KeyValue:
+        return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
+
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.extend([kv("service.name", "mcp-client"), kv("service.instance.id", instance)])
+    ss = rs.scope_spans.add()
+    for n, query, result in calls:
+        ss.spans.append(trace_pb2.Span(
+            trace_id=n.to_bytes(16, "big"), span_id=(n + 1000).to_bytes(8, "big"), name="search.tool",
+            start_time_unix_nano=T0 + n * S, end_time_unix_nano=T0 + n * S + S // 10,
+            attributes=[kv("traceloop.span.kind", "tool"), kv("traceloop.entity.name", "search"),
+                        kv("traceloop.entity.input", json.dumps({"tool_name": "search", "arguments": {"q": query}})),
+                        kv("traceloop.entity.output", json.dumps({"result": result}))]))
+    return req.SerializeToString()
+
+
+def test_service_groups_one_clients_root_tool_calls_across_requests() -> None:
+    from otel_progress.config import Config
+    from otel_progress.engine import ProgressEngine
+    from otel_progress.service.detector import BatchDetector
+
+    detector = BatchDetector(ProgressEngine(Config()))
+    found = []
+    for n in range(1, 6):  # one request per call, as a client's exporter may send them
+        found += detector.process(_proto_request("client-a", [(n, "x", "0 results")])).new_detections
+    assert found and all(int(d.trace_id, 16) in range(1, 6) for d in found)
+
+    other = BatchDetector(ProgressEngine(Config()))
+    apart = [d for n in range(1, 6)
+             for d in other.process(_proto_request(f"client-{n}", [(n, "x", "0 results")])).new_detections]
+    assert apart == []
