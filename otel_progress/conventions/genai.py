@@ -39,17 +39,21 @@ _INPUT_MESSAGES = "gen_ai.input.messages"
 _OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 
+#: Token counts above this are not believed (a corrupt or hostile value): capped here.
+MAX_TOKENS = 2**53
+
+
 def tokens_from(a: Mapping[str, Any], pairs: tuple[tuple[str, str], ...], totals: tuple[str, ...]) -> int | None:
     """Input + output tokens from the first pair of keys present (negative values count 0),
-    else the first total; ``None`` when none is present."""
+    else the first total; ``None`` when none is present. At most :data:`MAX_TOKENS`."""
     for pair in pairs:
         values = [as_number(a.get(k)) for k in pair]
         if any(v is not None for v in values):
-            return int(sum(v for v in values if v is not None and v > 0))
+            return int(min(MAX_TOKENS, sum(min(MAX_TOKENS, v) for v in values if v is not None and v > 0)))
     for key in totals:
         v = as_number(a.get(key))
         if v is not None:
-            return int(v) if v > 0 else 0
+            return int(min(MAX_TOKENS, v)) if v > 0 else 0
     return None
 
 

@@ -27,7 +27,7 @@ _KEYS = sorted(MARKER_KEYS | {
 _VALUES = {"execute_tool", "invoke_agent", "chat", "TOOL", "AGENT", "LLM", "tool", "agent", "task", "tools/call"}
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12), st.binary(max_size=12),
+    st.floats(allow_nan=True, allow_infinity=True), st.just(1.7e308), st.text(max_size=12), st.binary(max_size=12),
     st.sampled_from(sorted(_VALUES)), st.just(10**400), st.just('{"input_str": 1, "inputs": [1]}'),
     st.just('{"output": {"lc": 1, "type": "constructor", "id": "x"}}'), st.just('[{"parts": 3}]'),
 )
@@ -65,6 +65,8 @@ def test_unhashable_operation_name() -> None:
                         "traceloop.span.kind": ["tool"], "mcp.method.name": {"a": 1}})
     assert classify(span) is SpanKind.OTHER
     assert read_tokens(record("m", {"gen_ai.usage.input_tokens": 10**400, "gen_ai.usage.output_tokens": math.nan})) == 0
+    huge = record("m", {"gen_ai.usage.input_tokens": 1.7e308, "gen_ai.usage.output_tokens": 1.7e308})
+    assert read_tokens(huge) == 2**53  # capped, not an overflow
 
 
 def test_marker_lists_cover_every_convention() -> None:
