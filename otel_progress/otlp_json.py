@@ -371,13 +371,44 @@ def iter_documents(
         first = False
         yield line_no, doc
     if pending:
-        text = b"".join(pending)
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
+        docs, failed_at = _concatenated(b"".join(pending))
+        if not docs:
             yield from _flush_pending(pending, source, pending_start)
         else:
-            yield pending_start, doc
+            for offset_line, doc in docs:
+                yield pending_start + offset_line, doc
+            if failed_at is not None:
+                yield ReadProblem(source, pending_start + failed_at, "not valid JSON from here on (after"
+                                  f" {len(docs)} multi-line document(s)); the rest of the file is skipped")
+
+
+def _concatenated(data: bytes) -> tuple[list[tuple[int, Any]], int | None]:
+    """The JSON documents of ``data``, one or several back to back (``jq . file.jsonl``
+    writes pretty-printed documents one after another), each with the line it starts on
+    (0-based, relative), and the line where decoding failed (None if all of ``data`` is
+    such documents)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return [], 0
+    decoder = json.JSONDecoder()
+    out: list[tuple[int, Any]] = []
+    pos, line = 0, 0
+    end = len(text)
+    while True:
+        start = pos
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        line += text.count("\n", start, pos)
+        if pos >= end:
+            return out, None
+        try:
+            doc, stop = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return out, line
+        out.append((line, doc))
+        line += text.count("\n", pos, stop)
+        pos = stop
 
 
 def _flush_pending(pending: list[bytes], source: str, start: int) -> Iterator[tuple[int, Any] | ReadProblem]:

@@ -236,3 +236,17 @@ def test_runs_dropped_past_max_runs_are_reported(tmp_path: Path) -> None:
     result = scan_paths([str(path)], Config(max_runs=2))
     assert any("run(s) dropped unfinished: more runs were open at once than max_runs (2)" in str(p)
                for p in result.problems), result.problems
+
+
+def test_pretty_printed_documents_back_to_back(tmp_path: Path) -> None:
+    """``jq . traces.jsonl`` output: several multi-line documents one after another."""
+    pretty = "".join(json.dumps(json.loads(line), indent=2) + "\n" for line in EXAMPLE.read_text().splitlines())
+    path = tmp_path / "jq.json"
+    path.write_text(pretty)
+    status, out, err = _run(str(path))
+    assert (status, out, err) == (1, _run(str(EXAMPLE))[1], "")
+    path.write_text(pretty + "{ truncated\n")
+    status, out2, err = _run(str(path))
+    last = len(pretty.splitlines()) + 1
+    assert status == 1 and out2 == out
+    assert f"{path}:{last}: not valid JSON from here on (after 5 multi-line document(s))" in err
