@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..content_settings import Capture, ContentStatus, advice_for_span, evaluate
+from ..content_settings import SETTINGS, Capture, ContentStatus, advice_for_span, evaluate
 
 __all__ = ["ERROR", "INFO", "WARNING", "Finding", "content_statuses", "environment_findings", "run_findings"]
 
@@ -118,8 +118,14 @@ def _progress_findings(probe: Mapping[str, Any]) -> list[Finding]:
 
 
 def _content_findings(statuses: Sequence[ContentStatus]) -> list[Finding]:
+    # Only settings the environment controls are findings here; an installed library whose
+    # spans never carry content (the MCP SDK, a dependency of many frameworks) is one only
+    # when a watched run shows its tool spans without content.
+    by_env = {s.instrumentation for s in SETTINGS if s.variables}
     out: list[Finding] = []
     for s in statuses:
+        if s.instrumentation not in by_env:
+            continue
         if s.capture is Capture.NO or (s.capture is Capture.DEPENDS and s.fix):
             out.append(Finding(WARNING, "content", f"{s.instrumentation}: {s.detail}", s.fix))
     return out

@@ -76,3 +76,19 @@ def test_a_span_is_matched_to_the_instrumentation_that_wrote_it() -> None:
     advice = advice_for_span({"gen_ai.operation.name": "execute_tool"},
                              {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
     assert "SPAN_ONLY" in advice and "set " in advice
+
+
+def test_a_library_without_content_settings_is_not_an_environment_problem() -> None:
+    # strands-agents depends on mcp: its presence alone says nothing about the agent's spans
+    from otel_progress.doctor.checks import environment_findings
+
+    probe = {"opentelemetry_instrument": "/venv/bin/opentelemetry-instrument", "configurators": ["configurator"],
+             "exporters": {"traces": ["console"], "metrics": [], "logs": []},
+             "environment": {"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
+                             "OTEL_LOGS_EXPORTER": "none"},
+             "distributions": {"mcp": "1.20.0", "strands-agents": "1.62.0"},
+             "instrumentors": [{"name": "progress", "status": "loads"}], "progress": {"settings": {}, "error": None}}
+    assert environment_findings(probe) == []
+    probe["environment"]["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental,gen_ai_unredacted_attributes="
+    (finding,) = environment_findings(probe)
+    assert finding.topic == "content" and "Strands" in finding.message
