@@ -57,8 +57,15 @@ def _str(value: Any) -> str | None:
     if text is not None:
         return text
     if isinstance(value, (int, float)):
-        return str(value)
+        return _text_of(value)
     return None
+
+
+def _text_of(value: Any) -> str:
+    try:
+        return str(value)
+    except ValueError:  # an integer past the interpreter's digit limit
+        return "<number>"
 
 
 def _ids(value: Any) -> tuple[str, ...] | None:
@@ -68,8 +75,8 @@ def _ids(value: Any) -> tuple[str, ...] | None:
         parts = [p.strip() for p in value.split(",")] if value.strip() else []
         return tuple(p for p in parts if p)
     if isinstance(value, (list, tuple)):
-        return tuple(str(v) for v in value)
-    return (str(value),)
+        return tuple(_text_of(v) for v in value)
+    return (_text_of(value),)
 
 
 def _fallback_name(name: Any) -> str:

@@ -44,7 +44,7 @@ def _value(mapping: Mapping[str, Any], key: str) -> str | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return str(value)
+        return str(value) if -(2**63) <= value < 2**63 else None
     text = as_text(value)
     if text is None:
         return None

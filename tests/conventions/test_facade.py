@@ -65,6 +65,9 @@ def test_unhashable_operation_name() -> None:
                         "traceloop.span.kind": ["tool"], "mcp.method.name": {"a": 1}})
     assert classify(span) is SpanKind.OTHER
     assert read_tokens(record("m", {"gen_ai.usage.input_tokens": 10**400, "gen_ai.usage.output_tokens": math.nan})) == 0
+    digits = record("execute_tool s", {"gen_ai.operation.name": "execute_tool", "progress.state": 10**5000,
+                                       "progress.evidence": [10**5000], "progress.measure": 10**5000})
+    assert read_tool_call(digits).state == "<number>" and read_tool_call(digits).measure is None
     huge = record("m", {"gen_ai.usage.input_tokens": 1.7e308, "gen_ai.usage.output_tokens": 1.7e308})
     assert read_tokens(huge) == 2**53  # capped, not an overflow
 
