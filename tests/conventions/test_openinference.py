@@ -5,8 +5,10 @@ Shapes: ``openinference-instrumentation`` (``_tracers.py``: ``openinference.span
 ``tool.name``, ``input.value`` = JSON of the bound arguments); the LlamaIndex
 instrumentation's output, a ``ToolOutput`` (``llama_index.core.tools.types.ToolOutput``:
 ``content``, ``tool_name``, ``raw_input``, ``raw_output``, ``is_error``); the Google ADK
-instrumentation's output, a function response (``google.genai.types.FunctionResponse``:
-``id``, ``name``, ``response``) whose ``id`` is new every call.
+instrumentation's output (``openinference-instrumentation-google-adk``, ``_wrappers.py``
+``_TraceToolCall``: ``responses[0].model_dump_json(exclude_none=True)``), a function
+response (``google.genai.types.FunctionResponse``: ``id``, ``name``, ``response``) whose
+``id`` is new every call.
 """
 
 from __future__ import annotations
