@@ -175,12 +175,6 @@ def _timeline_data(tl: _Timeline, detections: Sequence[Any]) -> dict[str, Any]:
             "final": final, "flags": flags}
 
 
-def _runs(reports: Sequence[TraceReport], timelines: Mapping[tuple[str, str], _Timeline]) -> list[dict[str, Any]]:
-    rows = [_row(r, timelines.get((r.trace_id, r.run_id))) for r in run_rows(reports)]
-    rows.sort(key=lambda r: (-r["wt"], -r["wn"], -r["n"], r["trace"], r["run"]))
-    return rows
-
-
 def _row(r: RunRow, tl: _Timeline | None) -> dict[str, Any]:
     dets = r.detections
     return {
@@ -358,15 +352,20 @@ document.body.dataset.ready = '1';
 def render_html(reports: Sequence[TraceReport], *, spans: int = 0, problems: Sequence[Any] = (),
                 timelines: Mapping[tuple[str, str], _Timeline] | None = None, title: str = "otel-progress scan") -> str:
     """The report as one HTML document."""
-    runs = _runs(reports, timelines or {})
-    detected = sum(1 for r in runs if r["n"])
-    detections = sum(r["n"] for r in runs)
-    tokens = sum(r["tokens"] for r in runs)
-    wasted = sum(r["wt"] for r in runs)
-    payload = json.dumps({"runs": runs}, separators=(",", ":"), ensure_ascii=False)
-    payload = payload.replace("</", "<\\/")
+    rows = run_rows(reports)
+    rows.sort(key=lambda r: (-r.wasted_tokens, -r.wasted_turns, -len(r.detections), r.trace_id, r.run_id))
+    detected = sum(1 for r in rows if r.detections)
+    detections = sum(len(r.detections) for r in rows)
+    tokens = sum(r.tokens for r in rows)
+    wasted = sum(r.wasted_tokens for r in rows)
+    # each row encoded as it is built: the per-call data is never held twice
+    tls = timelines or {}
+    encoded = [json.dumps(_row(r, tls.get((r.trace_id, r.run_id))), separators=(",", ":"), ensure_ascii=False)
+               for r in rows]
+    payload = ('{"runs":[' + ",".join(encoded) + "]}").replace("</", "<\\/")
+    del encoded
     cards = [
-        (len(reports), "traces"), (len(runs), "agent runs"), (detected, "runs with detections"),
+        (len(reports), "traces"), (len(rows), "agent runs"), (detected, "runs with detections"),
         (detections, "detections"), (spans, "spans read"), (f"{tokens:,}", "tokens"),
         (f"{wasted:,}", "tokens after first detection"),
     ]
