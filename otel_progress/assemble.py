@@ -52,7 +52,7 @@ class AssembledTrace:
 class TraceAssembler:
     """Collects spans into traces and releases each trace once it is complete.
 
-    ``add`` returns the problems found with that span (messages, empty for a good span);
+    ``add`` returns the problem found with that span, if any;
     ``end_document`` returns the traces that became complete; ``finish`` returns the rest.
     """
 
@@ -85,20 +85,22 @@ class TraceAssembler:
         """Spans held right now."""
         return self._held
 
-    def add(self, span: SpanRecord, source: str, line: int) -> str | None:
-        """Add one span read at ``source``:``line``; returns a problem message, or None."""
+    def add(self, span: SpanRecord, source: str, line: int) -> tuple[str, str] | None:
+        """Add one span read at ``source``:``line``; returns a problem as ``(kind,
+        message)`` (kind ``late``: the span was skipped; ``id``: its id was reused and it
+        was renamed), or None."""
         trace_id = span.trace_id
         trace = self._open.get(trace_id)
         if trace is None:
             if trace_id in self._finished:
                 self.late += 1
-                return (f"span {span.span_id} of trace {trace_id} arrived after its trace was analysed"
+                return "late", (f"span {span.span_id} of trace {trace_id} arrived after its trace was analysed"
                         f" (its root span ended {self._grace_documents}+ documents earlier); skipped")
             trace = self._open[trace_id] = AssembledTrace(trace_id, source, self._order, span.start_ns)
             self._order += 1
         else:
             self._open.move_to_end(trace_id)
-        problem = None
+        problem: tuple[str, str] | None = None
         span_id = span.span_id
         known = trace.spans.get(span_id)
         if known is not None:
@@ -109,8 +111,8 @@ class TraceAssembler:
             while f"{span_id}#{n}" in trace.spans:
                 n += 1
             new_id = f"{span_id}#{n}"
-            problem = (f"span id {span_id} is used by more than one span of trace {trace_id}; this one"
-                       f" ({span.name!r}) is analysed as {new_id}")
+            problem = "id", (f"span id {span_id} is used by more than one span of trace {trace_id}; this one"
+                              f" ({span.name!r}) is analysed as {new_id}")
             span = _renamed(span, new_id)
             span_id = new_id
             self.renamed += 1

@@ -201,7 +201,7 @@ class _Scan:
             if span.trace_id and span.span_id:
                 problem = add(span, source, line)
                 if problem is not None:
-                    result.problem(ReadProblem(source, line, problem), "late" if "arrived after" in problem else "id")
+                    result.problem(ReadProblem(source, line, problem[1]), problem[0])
             else:
                 result.problem(ReadProblem(source, line, "span without traceId/spanId skipped"), "id")
         result.spans += len(spans)
