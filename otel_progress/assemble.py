@@ -95,7 +95,7 @@ class TraceAssembler:
             if trace_id in self._finished:
                 self.late += 1
                 return "late", (f"span {span.span_id} of trace {trace_id} arrived after its trace was analysed"
-                        f" (its root span ended {self._grace_documents}+ documents earlier); skipped")
+                                f" (its root span ended {self._grace_documents}+ documents earlier); skipped")
             trace = self._open[trace_id] = AssembledTrace(trace_id, source, self._order, span.start_ns)
             self._order += 1
         else:
