@@ -29,6 +29,7 @@ __all__ = [
     "COMMAND_KEYS",
     "ResultMemory",
     "command_of",
+    "has_opaque",
     "is_ack",
     "is_deliberate_wait",
     "is_empty",
@@ -119,6 +120,18 @@ def _norm_key(key: str) -> str:
     return key.replace("_", "").replace("-", "").lower()
 
 
+_COMMAND_KEY_CACHE: dict[str, bool] = {}
+
+
+def _is_command_key(key: str) -> bool:
+    hit = _COMMAND_KEY_CACHE.get(key)
+    if hit is None:
+        hit = _norm_key(key) in COMMAND_KEYS
+        if len(_COMMAND_KEY_CACHE) < 4096:
+            _COMMAND_KEY_CACHE[key] = hit
+    return hit
+
+
 def command_of(args: Any) -> str | None:
     """The command a call sends: the non-empty string (or list of strings, joined) under
     a command-like argument name (:data:`COMMAND_KEYS`), else None. Judged from the
@@ -126,7 +139,7 @@ def command_of(args: Any) -> str | None:
     if not isinstance(args, Mapping) or not args or len(args) > 8:
         return None
     for key, value in args.items():
-        if isinstance(key, str) and _norm_key(key) in COMMAND_KEYS:
+        if type(key) is str and _is_command_key(key):
             if isinstance(value, str) and value.strip():
                 return value
             if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
@@ -218,6 +231,12 @@ def _opaque(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**9
 
 
+def has_opaque(result: Mapping[str, Any]) -> bool:
+    """Whether a JSON-object result has a top-level opaque token (a candidate envelope
+    field, see :class:`ResultMemory`)."""
+    return len(result) <= _MAX_LEARN_KEYS and any(_opaque(v) for v in result.values())
+
+
 class ResultMemory:
     """What one run remembers about its tools' recent results, for the questions a digest
     cannot answer; bounded (a few tools, the last result of each).
@@ -234,14 +253,14 @@ class ResultMemory:
     that the same request answered in other words (:func:`same_prose`) is recognised as
     nothing new."""
 
-    __slots__ = ("_commands", "_last", "_prose", "_requests", "learned")
+    __slots__ = ("_commands", "_last", "_prose", "learned")
 
     def __init__(self) -> None:
-        self.learned: dict[str, frozenset[str]] = {}
+        # (the tables are made when first needed: most runs never need some of them)
+        self.learned: dict[str, frozenset[str]] | None = None  # tool -> fields learned volatile
         # tool -> (request digest, {field: value} of opaque scalars, digest of the rest)
-        self._last: dict[str, tuple[int, dict[str, Any], int]] = {}
-        self._requests: dict[str, int] = {}  # tool -> digest of its last request
-        self._prose: dict[str, tuple[int, str]] = {}  # tool -> (request, its last text result)
+        self._last: dict[str, tuple[int, dict[str, Any], int]] | None = None
+        self._prose: dict[str, tuple[int, str]] | None = None  # tool -> (request, its last text result)
         self._commands: set[int] | None = None  # request digests of the commands sent so far
 
     def new_command(self, request: int) -> bool:
@@ -257,18 +276,9 @@ class ResultMemory:
         commands.add(request)
         return True
 
-    def repeats(self, tool: str, request: int) -> bool:
-        """Note ``request`` as ``tool``'s latest; whether it repeats the previous one."""
-        requests = self._requests
-        previous = requests.get(tool)
-        if previous is None and len(requests) >= _MAX_LEARN_KEYS:
-            requests.clear()
-        requests[tool] = request
-        return previous == request
-
     def strip(self, tool: str, result: Mapping[str, Any]) -> Mapping[str, Any]:
         """``result`` without the fields learned for ``tool``."""
-        keys = self.learned.get(tool)
+        keys = self.learned.get(tool) if self.learned else None
         if not keys:
             return result
         return {k: v for k, v in result.items() if k not in keys}
@@ -279,15 +289,18 @@ class ResultMemory:
         if len(result) > _MAX_LEARN_KEYS:
             return False
         opaque = {k: v for k, v in result.items() if isinstance(k, str) and _opaque(v)}
-        last = self._last.get(tool)
+        table = self._last
+        last = table.get(tool) if table is not None else None
         if not opaque:
             if last is not None:
-                del self._last[tool]
+                del table[tool]  # type: ignore[union-attr]
             return False
+        if table is None:
+            table = self._last = {}
         rest = rest_digest(frozenset(opaque))
-        if len(self._last) >= _MAX_LEARN_TOOLS and last is None:
-            self._last.pop(next(iter(self._last)))
-        self._last[tool] = (request, opaque, rest)
+        if len(table) >= _MAX_LEARN_TOOLS and last is None:
+            table.pop(next(iter(table)))
+        table[tool] = (request, opaque, rest)
         if last is None or last[0] != request or last[2] != rest or set(last[1]) != set(opaque):
             return False
         # The rest repeated (and the opaque fields that kept their value with it): the
@@ -295,6 +308,8 @@ class ResultMemory:
         changed = frozenset(k for k, v in opaque.items() if last[1][k] != v)
         if not changed or len(changed) > 2:
             return False
+        if self.learned is None:
+            self.learned = {}
         known = self.learned.get(tool, frozenset())
         if changed <= known:
             return False
@@ -305,6 +320,8 @@ class ResultMemory:
         """Whether ``text`` answers ``tool``'s previous request again in other words (the
         first wording stays the reference); remembers ``text`` otherwise."""
         prose = self._prose
+        if prose is None:
+            prose = self._prose = {}
         last = prose.get(tool)
         if last is not None and last[0] == request and same_prose(text, last[1]):
             return True

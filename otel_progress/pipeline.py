@@ -21,7 +21,7 @@ import orjson
 
 from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
-from .content import ResultMemory, command_of, is_ack, is_deliberate_wait, is_empty, is_silent
+from .content import ResultMemory, command_of, has_opaque, is_ack, is_deliberate_wait, is_empty, is_silent
 from .escalation import Attempts, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
 from .signals import CallFacts, Signal, Step
@@ -36,6 +36,7 @@ _MASK = (1 << 63) - 1
 _SEEN_IDS = 24
 _MAX_ATTEMPTS = 5
 _MAX_TOOLS = 1024  # tool names whose derived facts Pipeline._tool keeps
+_MAX_TOOLS_PER_RUN = 32  # tools whose last request a run remembers
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
@@ -121,12 +122,15 @@ class RunState:
         "derived_evidence_changed",
         "detections",
         "duplicates",
+        "epoch_evidence",
+        "epoch_world",
         "evidence",
         "evidence_version",
         "first_detection_tokens",
         "first_detection_turn",
         "goal_improved",
         "last_plan_step",
+        "last_requests",
         "last_state",
         "late",
         "level",
@@ -147,7 +151,6 @@ class RunState:
         "trace",
         "turn",
         "watermark_ns",
-        "world_version",
     )
 
     def __init__(self, pipeline: Pipeline, trace: Any, run_id: str, agent: str | None) -> None:
@@ -175,8 +178,14 @@ class RunState:
         self.late = 0
         self.duplicates = 0
         self.attempts = Attempts()
-        self.memory = ResultMemory()
-        self.world_version = 0  # steps so far that changed the world (a write, a new command)
+        self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
+        # An epoch ends once the run has both changed the world (a write, a new command
+        # that succeeded silently, an acknowledged new request) and admitted a result it
+        # had never seen: a change and its effect (the frequency signal counts repeats
+        # within an epoch). The two flags say which of the two happened in this epoch.
+        self.epoch_world = False
+        self.epoch_evidence = False
         # per-step facts, set by the pipeline before the signals run
         self.plan_advanced = False
         self.goal_improved = False
@@ -227,6 +236,7 @@ class Pipeline:
         self._wait_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "wait")
         # The signals' evaluate methods, bound once (run_step calls each of them per step).
         self._evaluators = tuple(s.evaluate for s in self.signals)
+        self._epoch_signals = tuple(i for i, s in enumerate(self.signals) if s.uses_epochs)
         self._tools: dict[str, _Tool] = {}
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
@@ -274,8 +284,14 @@ class Pipeline:
             args = None
             args_bytes = b""
         call_digest = d.digest(call_prefix + args_bytes)
-        memory = run.memory if run is not None else None
-        repeated = memory is not None and memory.repeats(name, call_digest)
+        repeated = False
+        if run is not None:
+            requests = run.last_requests
+            previous = requests.get(name)
+            if previous is None and len(requests) >= _MAX_TOOLS_PER_RUN:
+                requests.clear()
+            requests[name] = call_digest
+            repeated = previous == call_digest
         result_digest: int | None = None
         parsed: Any = None
         empty = True
@@ -294,14 +310,15 @@ class Pipeline:
                 empty = False
         if result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
             result_bytes, parsed = d.result(result, name)
-            if memory is not None and type(parsed) is dict and not call.error:
-                result_bytes = self._learned(memory, name, call_digest, parsed, result_bytes)
+            if run is not None and type(parsed) is dict and not call.error and parsed and (
+                    run.memory is not None or has_opaque(parsed)):
+                result_bytes = self._learned(self.memory(run), name, call_digest, parsed, result_bytes)
             result_digest = d.local(result_bytes)
             empty = is_empty(parsed)
             silent = empty and is_silent(parsed)
             ack = not call.error and not empty and is_ack(parsed)
-            if memory is not None and type(parsed) is str and not empty and not call.error:
-                incidental = memory.reworded(name, call_digest, parsed)
+            if run is not None and type(parsed) is str and not empty and not call.error:
+                incidental = self.memory(run).reworded(name, call_digest, parsed)
         error: int | None = None
         if call.error:
             message = call.error_message
@@ -336,15 +353,23 @@ class Pipeline:
             action = hash(normalised) & _MASK  # d.local(normalised)
         waits = command is not None and is_deliberate_wait(command)
         world = False
-        if not call.error and memory is not None:
+        if not call.error and run is not None:
             if command is not None:
-                world = memory.new_command(call_digest) and silent
+                world = self.memory(run).new_command(call_digest) and silent
             elif ack:
                 world = not repeated
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
                          call.span_id, command=command is not None, silent=silent,
                          wait=waits and not call.error, wait_command=waits, incidental=incidental,
                          world=world)
+
+    @staticmethod
+    def memory(run: RunState) -> ResultMemory:
+        """The run's memory of recent results, made on first use."""
+        memory = run.memory
+        if memory is None:
+            memory = run.memory = ResultMemory()
+        return memory
 
     def _learned(self, memory: ResultMemory, name: str, request: int, parsed: dict[str, Any],
                  result_bytes: bytes) -> bytes:
@@ -356,7 +381,7 @@ class Pipeline:
             return d.local(d.result({k: v for k, v in parsed.items() if k not in fields}, name)[0])
 
         memory.learn(name, request, parsed, rest)
-        if name in memory.learned:
+        if memory.learned and name in memory.learned:
             return d.result(memory.strip(name, parsed), name)[0]
         return result_bytes
 
@@ -391,8 +416,6 @@ class Pipeline:
             if wrote and state == run.last_state:
                 step.wrote = False  # see _step_facts
             run.last_state = state
-        if step.wrote or (step.world and state is None):
-            run.world_version += 1
         run.step_measure = call.measure
         node = call.node
         run.step_node = node
@@ -461,8 +484,6 @@ class Pipeline:
             if step.wrote and state == run.last_state:
                 step.wrote = False
             run.last_state = state
-        if step.wrote or (step.world and state is None):
-            run.world_version += 1
         run.step_measure = measure
         run.step_node = first.node
         # The signature is taken before the step's own results are admitted.
@@ -507,11 +528,21 @@ class Pipeline:
         else:
             step = self.make_step(run, calls)
             self._step_facts(run, step)
+        finding = None
         for evaluate, state in zip(self._evaluators, run.states, strict=True):
             finding = evaluate(step, state, run)
             if finding is not None:
-                return self.escalate(run, step, finding)
-        return None
+                break
+        # the epoch, after the signals (they judge a step by the epoch before it)
+        if step.wrote or (step.world and run.step_state is None):
+            run.epoch_world = True
+        if step.new_evidence:
+            run.epoch_evidence = True
+        if run.epoch_world and run.epoch_evidence:
+            run.epoch_world = run.epoch_evidence = False
+            for i in self._epoch_signals:
+                run.states[i] = self.signals[i].epoch_ended(run.states[i])
+        return None if finding is None else self.escalate(run, step, finding)
 
     def escalate(self, run: RunState, step: Step, finding: Finding) -> Detection | None:
         """Turn a finding into a detection with its level, and reset the signals."""

@@ -98,6 +98,14 @@ class Signal(ABC):
         """Forget the evidence of the announced loop; returns the state to keep."""
         return self.new_state()
 
+    #: Whether :meth:`epoch_ended` does anything (the pipeline calls only those that do).
+    uses_epochs: bool = False
+
+    def epoch_ended(self, state: Any) -> Any:
+        """The run both changed the world and admitted something new since the last epoch
+        (see ``RunState.epoch``); returns the state to keep."""
+        return state
+
 
 def holds(window: array[int], value: int) -> bool:
     """``value in window`` for an array of 64-bit integers, without the Python object

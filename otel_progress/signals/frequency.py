@@ -10,18 +10,6 @@ from .base import Signal, Step, count_last
 
 __all__ = ["FrequencySignal"]
 
-_MAX_KEYS = 64
-
-
-class _State:
-    __slots__ = ("keys", "versions")
-
-    def __init__(self) -> None:
-        self.keys = array("q")  # the call keys of the last calls
-        # key -> the run's (evidence version, world version) at its last occurrence
-        self.versions: dict[int, tuple[int, int]] = {}
-
-
 class FrequencySignal(Signal):
     """Fires when one call key (name, arguments, result) occurs ``frequency_count`` times
     within the last ``frequency_window`` calls, consecutive or not. Calls are counted one
@@ -29,40 +17,35 @@ class FrequencySignal(Signal):
     includes the result, so a test suite re-run after each edit (new results) never counts
     as the same call.
 
-    Occurrences separated by a change and its effect count apart: when, since the key's
-    previous occurrence, the run both changed the world (a write, a new command that
-    succeeded silently, an acknowledged new request) and admitted a result it had never
-    seen, the earlier occurrences are forgotten. Re-running a script that prints the same
+    Occurrences separated by a change and its effect count apart: once the run has both
+    changed the world (a write, a new command that succeeded silently, an acknowledged
+    new request) and admitted a result it had never seen (the run's epoch ends), the
+    earlier occurrences are forgotten. Re-running a script that prints the same
     status line after each rewrite, while the check that follows shows a new result each
     time, is progress; the same output after three rewrites with nothing new in between
     is not, and neither is re-reading an unchanged file between other reads."""
 
     name = "frequency"
 
-    def new_state(self) -> _State:
-        return _State()
+    uses_epochs = True
+
+    def new_state(self) -> array[int]:
+        return array("q")
+
+    def epoch_ended(self, state: Any) -> Any:
+        del state[:]
+        return state
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
         count = 0
         window = self.config.frequency_window
-        keys = state.keys
-        versions = state.versions
-        # the versions before this step's own results and writes
-        version = (run.evidence_version - step.new_evidence,
-                   run.world_version - (step.wrote or (step.world and run.step_state is None)))
+        keys = state
         for facts in step.facts:
             key = facts.key
             if key is None:
                 continue
-            last = versions.get(key)
-            if (last is not None and last[0] != version[0] and last[1] != version[1]
-                    and key in keys):
-                state.keys = keys = array("q", (k for k in keys if k != key))
-            if last is None and len(versions) >= _MAX_KEYS:
-                versions.clear()
-            versions[key] = version
             keys.append(key)
             if len(keys) > window:
                 del keys[0]
