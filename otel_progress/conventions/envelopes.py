@@ -21,6 +21,11 @@ a ``content`` key is left alone), from the instrumentations' own source:
 * Python call arguments, ``{"args": [...], "kwargs": {...}}`` (Traceloop's ``@tool``
   decorator, OpenLLMetry LlamaIndex's bound arguments) -> ``kwargs`` (or ``args`` when there
   are no keyword arguments).
+* MCP results (``mcp.types``): a text content block ``{"type": "text", "text", "annotations",
+  "meta"}`` -> its text, a list of them -> the list of texts (the OpenAI Agents SDK,
+  ``agents/mcp/util.py`` ``MCPUtil.invoke_mcp_tool``, passes ``model_dump_json()`` of the
+  single block on as the tool output); a ``CallToolResult`` (``content``, ``isError``,
+  ``structuredContent``, ``meta``) -> its ``structuredContent``, else its content.
 
 JSON strings are decoded only when they may hold one of these shapes (a cheap substring
 test first), and a value that holds none comes back unchanged, the same object.
@@ -51,15 +56,22 @@ _ARGUMENT_NEEDS: Mapping[str, tuple[str, ...]] = {
 }
 _RESULT_NEEDS: Mapping[str, tuple[str, ...]] = {
     "output": ('"output"',), "lc": ('"ToolMessage"',), "id": ('"ToolMessage"', '"response"'),
-    "content": ('"tool_call_id"', '"raw_output"'), "blocks": ('"raw_output"',),
+    "content": ('"tool_call_id"', '"raw_output"', '"isError"', '"structuredContent"'),
+    "blocks": ('"raw_output"',),
     "tool_name": ('"raw_output"',), "name": ('"response"',), "will_continue": ('"response"',),
     "scheduling": ('"response"',), "parts": ('"response"',), "response": ('"name"',),
     "is_error": ('"raw_output"',), "raw_input": ('"raw_output"',), "additional_kwargs": ('"tool_call_id"',),
-    "type": ('"tool_call_id"',),
+    "type": ('"tool_call_id"', '"text"'), "text": ('"type"',), "annotations": ('"text"',),
+    "isError": ('"content"',), "structuredContent": ('"content"',), "meta": ('"content"',),
+    "_meta": ('"content"',),
 }
+_TEXT_BLOCK_KEYS = frozenset({"type", "text", "annotations", "meta", "_meta"})
+_CALL_TOOL_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "meta", "_meta"})
 
 
 def _first_key(value: str) -> str | None:
+    if value.startswith('[{"type": "text"') or value.startswith('[{"type":"text"'):
+        return "text"  # a list of MCP text blocks
     if value.startswith('{"'):  # json.dumps output: no space before the first key
         end = value.find('"', 2, 20)
         return value[2:end] if end > 2 else None
@@ -119,11 +131,41 @@ def _tool_message_content(value: Mapping[str, Any]) -> Any:
     return None
 
 
+def _text_block(value: Any) -> str | None:
+    if (isinstance(value, Mapping) and value.get("type") == "text" and isinstance(value.get("text"), str)
+            and value.keys() <= _TEXT_BLOCK_KEYS):
+        return value.get("text")
+    return None
+
+
+def _text_blocks(value: Any) -> Any:
+    """A list of MCP text blocks -> their texts (one block: its text); else ``None``."""
+    if not isinstance(value, list) or not value or len(value) > 256:
+        return None
+    texts = [_text_block(block) for block in value]
+    if any(text is None for text in texts):
+        return None
+    return texts[0] if len(texts) == 1 else texts
+
+
 def _reduce_result(value: Any, depth: int) -> Any:
     """The reduced value, or ``None`` when ``value`` is no envelope."""
-    if depth > _MAX_DEPTH or not isinstance(value, Mapping):
+    if depth > _MAX_DEPTH:
         return None
-    inner: Any = None
+    if isinstance(value, list):
+        return _text_blocks(value)
+    if not isinstance(value, Mapping):
+        return None
+    inner: Any = _text_block(value)
+    if inner is not None:
+        return inner
+    if ("content" in value and ("isError" in value or "structuredContent" in value)
+            and value.keys() <= _CALL_TOOL_RESULT_KEYS):
+        structured = value.get("structuredContent")
+        if structured is not None:
+            return structured
+        content = value.get("content")
+        return _text_blocks(content) if _text_blocks(content) is not None else content
     if "output" in value and value.keys() <= {"output", "kwargs"}:
         inner = value.get("output")
         inner = decode_json(inner) if isinstance(inner, str) else inner

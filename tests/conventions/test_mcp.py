@@ -34,3 +34,24 @@ def test_sdk_request_spans_name_the_tool_without_content() -> None:
 def test_other_methods_are_not_tool_calls() -> None:
     assert classify(record("MCP send tools/list", {"mcp.method.name": "tools/list"})) is SpanKind.OTHER
     assert classify(record("MCP send initialize", {})) is SpanKind.OTHER
+
+
+def test_mcp_results_reduced_to_their_text() -> None:
+    """The OpenAI Agents SDK (``agents/mcp/util.py`` ``MCPUtil.invoke_mcp_tool``) passes
+    ``result.content[0].model_dump_json()`` on as the tool output; a ``CallToolResult``
+    (``mcp.types``) may be recorded whole."""
+    import json
+
+    block = json.dumps({"type": "text", "text": "0 results", "annotations": None, "meta": None})
+    blocks = json.dumps([{"type": "text", "text": "a", "annotations": None}, {"type": "text", "text": "b"}])
+    whole = json.dumps({"meta": None, "content": [{"type": "text", "text": "0 results"}], "isError": False})
+    structured = json.dumps({"content": [{"type": "text", "text": "{}"}], "structuredContent": {"hits": []},
+                             "isError": False})
+    for result, expected in ((block, "0 results"), (blocks, ["a", "b"]), (whole, "0 results"),
+                             (structured, {"hits": []})):
+        span = record("execute_tool search", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                                              "gen_ai.tool.call.result": result})
+        assert read_tool_call(span).result == expected, result
+    other = json.dumps({"type": "text", "text": "x", "score": 3})  # not a content block: left alone
+    assert read_tool_call(record("execute_tool s", {"gen_ai.operation.name": "execute_tool",
+                                                    "gen_ai.tool.call.result": other})).result == other
