@@ -121,6 +121,9 @@ _AGENT_READERS = _overrides("agent_name")
 def classify(span: SpanRecord) -> SpanKind:
     """Tool call, agent invocation, model call, or anything else (the first convention
     that recognises the span decides)."""
+    attributes, name = span.attributes, span.name
+    if MARKER_KEYS.isdisjoint(attributes) and not (isinstance(name, str) and name.startswith(MARKER_NAME_PREFIXES)):
+        return SpanKind.OTHER  # no convention classifies a span without a marker (tested)
     for convention in _CLASSIFIERS:
         try:
             kind = convention.classify(span)

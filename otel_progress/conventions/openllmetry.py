@@ -54,7 +54,8 @@ def _mcp_arguments(value: Any, tool: str | None) -> Any:
 
 
 def _mcp_result(value: Any) -> Any:
-    decoded = decode_json(value) if isinstance(value, str) and value[:1] in "{[" else value
+    may_be_mcp = isinstance(value, str) and value.startswith(('{"result"', '{"is_error"', '[{"type": "text"'))
+    decoded = decode_json(value) if may_be_mcp else value
     if isinstance(decoded, Mapping) and "result" in decoded and decoded.keys() <= {"result", "is_error"}:
         return decoded.get("result")
     if (isinstance(decoded, list) and len(decoded) == 1 and isinstance(decoded[0], Mapping)
