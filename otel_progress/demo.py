@@ -8,24 +8,22 @@ a loop between them, and a healthy research agent. Each emits OpenTelemetry GenA
 (``invoke_agent``, ``chat``, ``execute_tool`` with content) through a real
 ``TracerProvider``; spans carry simulated timestamps so that waits and intervals are
 those of the seeds. The processor wraps a ``BatchSpanProcessor`` writing OTLP/JSON to a
-file (and an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints
+file (:class:`~otel_progress.json_exporter.OtlpJsonFileExporter`) (and an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints
 what was detected on which span and the nudge a harness would have sent. No server
 needed.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import json
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -35,6 +33,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Span, StatusCode, Tracer
 
 from .config import Config
+from .json_exporter import OtlpJsonFileExporter
 from .manifest import parse_manifest
 from .model import Detection
 
@@ -66,110 +65,6 @@ DEMO_MANIFEST: list[dict[str, Any]] = [
 ]
 
 _NS = 1_000_000_000
-
-
-# -- an OTLP/JSON file exporter -------------------------------------------------------------
-
-
-def _any_value(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, str):
-        return {"stringValue": value}
-    if isinstance(value, (bytes, bytearray)):
-        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Mapping):
-        return {"kvlistValue": {"values": _key_values(value)}}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
-def _key_values(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return [{"key": str(k), "value": _any_value(v)} for k, v in (attributes or {}).items()]
-
-
-def _span_json(span: ReadableSpan) -> dict[str, Any]:
-    ctx = span.context
-    out: dict[str, Any] = {
-        "traceId": format(ctx.trace_id, "032x"),
-        "spanId": format(ctx.span_id, "016x"),
-        "name": span.name,
-        "kind": int(span.kind.value) + 1,  # the SDK's INTERNAL is 0, OTLP's is 1
-        "startTimeUnixNano": str(span.start_time or 0),
-        "endTimeUnixNano": str(span.end_time or 0),
-        "attributes": _key_values(span.attributes),
-        "status": {"code": int(span.status.status_code.value)},
-    }
-    if span.parent is not None:
-        out["parentSpanId"] = format(span.parent.span_id, "016x")
-    if span.status.description:
-        out["status"]["message"] = span.status.description
-    if span.events:
-        out["events"] = [
-            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _key_values(e.attributes)}
-            for e in span.events
-        ]
-    if span.links:
-        out["links"] = [
-            {"traceId": format(link.context.trace_id, "032x"), "spanId": format(link.context.span_id, "016x"),
-             "attributes": _key_values(link.attributes)}
-            for link in span.links
-        ]
-    return out
-
-
-class OtlpJsonFileExporter(SpanExporter):
-    """Writes each export as one OTLP/JSON ``ExportTraceServiceRequest`` line (the
-    Collector file exporter's format, which ``otel-progress scan`` reads)."""
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, stream: IO[str] | None = None) -> None:
-        if stream is None and path is None:
-            raise ValueError("OtlpJsonFileExporter needs a path or a stream")
-        self._stream = stream if stream is not None else open(path, "a", encoding="utf-8")  # noqa: SIM115
-        self._owned = stream is None
-        self._lock = threading.Lock()
-        self.spans_written = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        groups: dict[tuple[int, str, str], tuple[Any, Any, list[dict[str, Any]]]] = {}
-        for span in spans:
-            scope = span.instrumentation_scope
-            key = (id(span.resource), getattr(scope, "name", ""), getattr(scope, "version", "") or "")
-            if key not in groups:
-                groups[key] = (span.resource, scope, [])
-            groups[key][2].append(_span_json(span))
-        by_resource: dict[int, dict[str, Any]] = {}
-        for (rid, _, _), (resource, scope, items) in groups.items():
-            entry = by_resource.setdefault(rid, {
-                "resource": {"attributes": _key_values(resource.attributes if resource else {})},
-                "scopeSpans": [],
-            })
-            scope_json: dict[str, Any] = {"name": getattr(scope, "name", "") or ""}
-            if getattr(scope, "version", None):
-                scope_json["version"] = scope.version
-            entry["scopeSpans"].append({"scope": scope_json, "spans": items})
-        line = json.dumps({"resourceSpans": list(by_resource.values())}, separators=(",", ":"))
-        try:
-            with self._lock:
-                self._stream.write(line + "\n")
-                self._stream.flush()
-                self.spans_written += len(spans)
-        except (OSError, ValueError):
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        if self._owned:
-            with contextlib.suppress(OSError):
-                self._stream.close()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
 
 
 # -- scripted agents ------------------------------------------------------------------------
