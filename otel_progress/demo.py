@@ -8,9 +8,10 @@ a loop between them, and a healthy research agent. Each emits OpenTelemetry GenA
 (``invoke_agent``, ``chat``, ``execute_tool`` with content) through a real
 ``TracerProvider``; spans carry simulated timestamps so that waits and intervals are
 those of the seeds. The processor wraps a ``BatchSpanProcessor`` writing OTLP/JSON to a
-file (:class:`~otel_progress.json_exporter.OtlpJsonFileExporter`) (and an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints
-what was detected on which span and the nudge a harness would have sent. No server
-needed.
+file (:class:`~otel_progress.json_exporter.OtlpJsonFileExporter`; and an OTLP exporter
+when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints what was detected on which
+span and the nudge a harness would have sent, and writes the settings it used beside the
+file with the ``otel-progress scan`` command that reproduces it. No server needed.
 """
 
 from __future__ import annotations
