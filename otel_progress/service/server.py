@@ -231,7 +231,7 @@ class ProgressService:
             else "plaintext"
         auth = "bearer token required" if self._token else "no authentication"
         lines = [f"otel-progress {__version__} serve: OTLP/gRPC on {listen} ({security}, {auth},"
-                 f" max {cfg.max_receive_mib} MiB, {cfg.max_inflight} requests at once)"]
+                 f" max {cfg.max_receive_mib} MiB, {cfg.max_inflight} requests or {cfg.max_inflight_mib} MiB at once)"]
         if cfg.mode == "inline":
             lines.append(f"  mode inline: annotating spans and forwarding every batch to {cfg.forward_endpoint}"
                          f" ({'plaintext' if cfg.forward_insecure else 'TLS'}, {cfg.forward_compression},"
