@@ -54,6 +54,10 @@ _NOTHING_FOUND = re.compile(
     re.IGNORECASE,
 )
 _NOTHING_FOUND_MAX = 600  # longer results carry more than a report of absence
+# ... or whose short first sentence says the thing asked for is absent: "Skill 'x' not
+# found. Available: …", "Error: file does not exist", "404 Not Found".
+_ABSENT = re.compile(r"\b(?:not\s+found|does\s+not\s+exist|doesn't\s+exist|no\s+such)\b", re.IGNORECASE)
+_FIRST_SENTENCE = re.compile(r"(.{1,100}?)(?:[.!?](?=\s|$)|$)", re.MULTILINE)
 
 _ACK_TEXT = re.compile(
     r"^(?:ok|okay|done|success|succeeded|saved|updated|written|applied|created|deleted|modified|true"
@@ -72,10 +76,16 @@ _SLEEP = re.compile(r"(?:^|[;&|(\s])(?:sleep\s+\d+(?:\.\d+)?[smh]?|timeout\s+\d+
 
 
 def says_nothing_found(text: str) -> bool:
-    """Whether a plain-text result opens by saying that nothing was found."""
+    """Whether a plain-text result (up to 600 characters) opens by saying that nothing
+    was found: its start (``No results``, ``Could not find``, ``0 matches``) or its short
+    first sentence (``Skill 'x' not found.``, ``… does not exist``, ``No such …``)."""
     if len(text) > _NOTHING_FOUND_MAX:
         return False
-    return bool(_NOTHING_FOUND.match(text.lstrip()))
+    text = text.lstrip()
+    if _NOTHING_FOUND.match(text):
+        return True
+    first = _FIRST_SENTENCE.match(text)
+    return first is not None and bool(_ABSENT.search(first.group(1)))
 
 
 def is_silent(value: Any) -> bool:

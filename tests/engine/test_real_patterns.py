@@ -59,7 +59,10 @@ def test_a_command_is_recognised_by_its_arguments_not_its_name() -> None:
 def test_nothing_found_is_evidence_of_nothing_even_from_a_command() -> None:
     assert says_nothing_found("Could not find 'refund_policy'. Similar: refund_rules, policies")
     assert says_nothing_found("No results for 'annual plan refund'")
+    assert says_nothing_found("Skill 'pdf-tools' not found. Available skills: docx, xlsx, ffmpeg")
+    assert says_nothing_found("Error: /data/in.csv does not exist")
     assert not says_nothing_found("Found 3 results: a, b, c")
+    assert not says_nothing_found("Loaded skill: docx. Sections not found in the template are skipped.")
     assert is_empty("No matching documents.") and is_empty("")
     seq = [call("lookup", {"name": n}, f"Could not find '{n}'. Similar: {n}_v2, {n}s")
            for n in ("refund", "refunds", "refund_policy", "annual_refund", "policy")]
