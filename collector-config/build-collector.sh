@@ -100,12 +100,27 @@ start=$(date +%s)
 set +e
 ( cd "$out_dir" && "$ocb" --config="$gen_manifest" ) >"$out_dir/build.log" 2>&1 &
 ocb_pid=$!
+# Progress: every step ocb logs (sources, go modules, compiling) as it starts, and every
+# 30 s the step under way with the time elapsed (the module download and the compile take
+# minutes each on 2 cores; the first build with an empty Go module cache takes longest).
 ticks=0
+shown=0
+step="starting"
 while kill -0 "$ocb_pid" 2>/dev/null; do
   sleep 2
   ticks=$((ticks + 1))
-  if (( ticks % 30 == 0 )) && kill -0 "$ocb_pid" 2>/dev/null; then
-    log "... still building ($(( $(date +%s) - start ))s)"
+  lines=$(wc -l <"$out_dir/build.log" 2>/dev/null || echo 0)
+  if (( lines > shown )); then
+    while IFS= read -r line; do
+      msg=$(printf '%s\n' "$line" | awk -F'\t' 'NF >= 4 { print $4; next } { print }')
+      [[ -n $msg ]] || continue
+      step=$msg
+      log "step: $msg ($(( $(date +%s) - start ))s)"
+    done < <(sed -n "$((shown + 1)),${lines}p" "$out_dir/build.log")
+    shown=$lines
+  fi
+  if (( ticks % 15 == 0 )) && kill -0 "$ocb_pid" 2>/dev/null; then
+    log "... still at step '$step' ($(( $(date +%s) - start ))s elapsed)"
   fi
 done
 wait "$ocb_pid"

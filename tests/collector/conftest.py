@@ -18,6 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -41,9 +43,46 @@ def config_dir() -> Path:
     return CONFIG_DIR
 
 
+def _run_build(pytestconfig: pytest.Config) -> tuple[str, str, int | None]:
+    """Run build-collector.sh, showing its progress lines (stderr) on the terminal as they
+    come, past pytest's output capture: the first build takes minutes, and a suite that
+    prints nothing meanwhile looks hung. Returns (stdout, stderr, exit status or None on
+    timeout)."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    terminal = pytestconfig.pluginmanager.getplugin("terminalreporter")
+    started = time.monotonic()
+    proc = subprocess.Popen(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    out: list[str] = []
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+    reader.start()
+    assert proc.stderr is not None
+    for line in proc.stderr:  # ends when the script exits (or is killed below)
+        err.append(line)
+        if "cached:" in line or "built by another process" in line:
+            continue  # nothing to wait for: stay quiet
+        text = f"[{time.monotonic() - started:5.0f}s] {line.rstrip()}"
+        if capture is not None and terminal is not None:
+            with capture.global_and_fixture_disabled():
+                terminal.write_line(text)
+        if time.monotonic() - started > BUILD_TIMEOUT_S:
+            proc.kill()
+            break
+    try:
+        returncode: int | None = proc.wait(timeout=max(1.0, BUILD_TIMEOUT_S - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        returncode = None
+    reader.join(10)
+    return "".join(out), "".join(err), returncode
+
+
 @pytest.fixture(scope="session")
-def otelcol_binary() -> str:
-    """Absolute path of the Collector built from collector-config/builder.yaml (cached)."""
+def otelcol_binary(pytestconfig: pytest.Config) -> str:
+    """Absolute path of the Collector built from collector-config/builder.yaml (cached);
+    the build's progress is shown while it runs."""
     if shutil.which("go") is None:
         msg = (
             "Go is not installed, so the OpenTelemetry Collector cannot be built. "
@@ -54,20 +93,13 @@ def otelcol_binary() -> str:
         if in_ci():
             pytest.fail("CI=true: " + msg, pytrace=False)
         pytest.skip(msg)
-    try:
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    stdout, stderr, returncode = _run_build(pytestconfig)
+    if returncode is None:
         pytest.fail(f"build-collector.sh did not finish within {BUILD_TIMEOUT_S}s", pytrace=False)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        pytest.fail(f"build-collector.sh failed (exit {proc.returncode}):\n{tail}", pytrace=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if returncode != 0:
+        tail = "\n".join(stderr.splitlines()[-40:])
+        pytest.fail(f"build-collector.sh failed (exit {returncode}):\n{tail}", pytrace=False)
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
     assert lines, "build-collector.sh printed no binary path"
     binary = lines[-1].strip()
     assert os.path.isabs(binary), binary
