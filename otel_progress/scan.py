@@ -150,6 +150,7 @@ class _Scan:
         self.max_document_bytes = max_document_bytes
         self.assembler = TraceAssembler(max_held_spans=max_held_spans)
         self.ordered: list[tuple[int, int, TraceReport]] = []
+        self.analysed = 0  # spans that went into the analysis
         self.group_spans: dict[str, str] = {}
 
     def read(self, path: str) -> None:
@@ -223,6 +224,10 @@ class _Scan:
             result.problem(ReadProblem("scan", 0, f"{a.incomplete:,} trace(s) analysed before their root span was"
                                                   " read: more spans were held at once than the limit"
                                                   " (--max-held-spans)"), "summary")
+        if result.spans and not self.analysed:
+            result.problem(ReadProblem("scan", 0, f"none of the {result.spans:,} span(s) read could be analysed"),
+                           "summary")
+            result.unreadable = True
         stats = self.engine.stats
         if stats.runs_evicted:
             cap = self.engine.config.max_runs
@@ -249,6 +254,7 @@ class _Scan:
     def _analyse(self, trace: AssembledTrace) -> None:
         spans = list(trace.spans.values())
         report = analyse_trace(spans, self.engine)
+        self.analysed += len(spans) - len(report.skipped)
         if report.groups:  # the real trace of each root tool call, for detections at the group's end
             self.group_spans.update((s.span_id, s.trace_id) for s in spans if not s.parent_id)
         for span_id, why in report.skipped:

@@ -250,3 +250,14 @@ def test_pretty_printed_documents_back_to_back(tmp_path: Path) -> None:
     last = len(pretty.splitlines()) + 1
     assert status == 1 and out2 == out
     assert f"{path}:{last}: not valid JSON from here on (after 5 multi-line document(s))" in err
+
+
+def test_input_with_no_usable_span_is_an_error(tmp_path: Path) -> None:
+    doc = json.loads(EXAMPLE.read_text().splitlines()[0])
+    for span in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        span.pop("spanId")
+    path = tmp_path / "noids.json"
+    path.write_text(json.dumps(doc))
+    status, _, err = _run(str(path))
+    assert status == 2 and "span without traceId/spanId skipped" in err
+    assert "none of the 9 span(s) read could be analysed" in err
