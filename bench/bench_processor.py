@@ -35,7 +35,13 @@ detection to the ``on_detection`` call) for an agent that waits ~1 ms on each to
 and for a tight loop, and the resident memory with 100,000 agent runs in flight (each
 agent span open, one tool call ended), in a fresh process per setup.
 
-Run: ``python bench/bench_processor.py [--rounds 9] [--spans 3000] [--no-memory]``.
+Then the resident memory with spans that start and never end (300,000 plain root spans;
+200,000 ``invoke_agent`` spans with one tool call each), bare and with the processor,
+each in a fresh process: what the processor holds for them is bounded by its tables'
+limits, not by the number of spans.
+
+Run: ``python bench/bench_processor.py [--rounds 9] [--spans 3000] [--no-memory]``
+(``--only-never-ended`` for the last figures alone).
 """
 
 from __future__ import annotations
@@ -247,6 +253,47 @@ def memory_child(setup: str, runs: int) -> dict[str, Any]:
     return info
 
 
+def never_ended_child(setup: str, kind: str, count: int) -> dict[str, Any]:
+    """Resident memory after ``count`` spans that start and never end, the application
+    dropping each (a leak in the instrumented code, or a crash path): ``roots`` are plain
+    local root spans; ``agents`` are ``invoke_agent`` spans, each with one ended tool call."""
+    provider, tracer = make(setup)
+    gc.collect()
+    before = _rss_bytes()
+    for i in range(count):
+        if kind == "roots":
+            tracer.start_span("GET /api/items", attributes=PLAIN)
+            continue
+        agent = tracer.start_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"agent-{i % 50}"})
+        with trace.use_span(agent), tracer.start_as_current_span("execute_tool t", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": json.dumps({"id": i}),
+                "gen_ai.tool.call.result": json.dumps({"status": "ok", "n": i})}):
+            pass
+    provider.force_flush()
+    gc.collect()
+    info: dict[str, Any] = {"count": count, "rss_delta_mb": (_rss_bytes() - before) / 2**20}
+    if setup != "bare":
+        proc = provider._active_span_processor._span_processors[0]
+        tracker = proc._tracker
+        info.update(open_spans=len(tracker.spans), roots=len(tracker.roots), traces=len(tracker.traces),
+                    engine_runs=proc.active_runs, max_spans=tracker.max_spans)
+    provider.shutdown()
+    return info
+
+
+def never_ended(roots: int, agents: int) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind, count in (("roots", roots), ("agents", agents)):
+        out[kind] = {}
+        for setup in SETUPS:
+            proc = subprocess.run([sys.executable, __file__, "--never-ended-child", setup, kind, str(count)],
+                                  capture_output=True, text=True, check=True, timeout=900)
+            out[kind][setup] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
 def memory(runs: int) -> dict[str, dict[str, Any]]:
     out = {}
     for setup in SETUPS:
@@ -267,10 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--never-ended-roots", type=int, default=300_000)
+    parser.add_argument("--never-ended-agents", type=int, default=200_000)
     parser.add_argument("--memory-child", choices=SETUPS)
+    parser.add_argument("--never-ended-child", nargs=3, metavar=("SETUP", "KIND", "COUNT"))
+    parser.add_argument("--only-never-ended", action="store_true", help="print only the never-ended figures")
     args = parser.parse_args(argv)
     if args.memory_child:
         print(json.dumps(memory_child(args.memory_child, args.runs)))
+        return 0
+    if args.never_ended_child:
+        setup, kind, count = args.never_ended_child
+        print(json.dumps(never_ended_child(setup, kind, int(count))))
+        return 0
+    if args.only_never_ended:
+        _print_never_ended(never_ended(args.never_ended_roots, args.never_ended_agents))
         return 0
     import opentelemetry.sdk.version as sdk_version
 
@@ -318,7 +376,22 @@ def main(argv: list[str] | None = None) -> int:
                   f" (processor + engine: +{m['rss_delta_mb'] - bare['rss_delta_mb']:.1f} MiB;"
                   f" tracked: {m['open_spans']:,} open spans, {m['traces']:,} traces,"
                   f" {m['engine_runs']:,} engine runs - capped by max_spans and max_runs)")
+        _print_never_ended(never_ended(args.never_ended_roots, args.never_ended_agents))
     return 0
+
+
+def _print_never_ended(figures: dict[str, dict[str, dict[str, Any]]]) -> None:
+    labels = {"roots": "never-ended plain root spans", "agents": "never-ended agent spans (one tool call each)"}
+    print("\nresident memory with spans that never end (dropped by the application unended):")
+    for kind, by_setup in figures.items():
+        bare = by_setup["bare"]
+        print(f"  {bare['count']:,} {labels[kind]}: bare SDK +{bare['rss_delta_mb']:.1f} MiB")
+        for setup in ("inline", "background"):
+            m = by_setup[setup]
+            held = m["rss_delta_mb"] - bare["rss_delta_mb"]
+            print(f"    {setup + ':':<12} +{m['rss_delta_mb']:.1f} MiB (processor and engine: +{held:.1f} MiB;"
+                  f" tables: {m['open_spans']:,} open spans, {m['roots']:,} roots, {m['traces']:,} traces,"
+                  f" {m['engine_runs']:,} engine runs; max_spans {m['max_spans']:,})")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ provider, so the distro's ``MeterProvider`` under ``opentelemetry-instrument``; 
 taken before the SDK is installed is a proxy that binds to it later). Attributes are
 low-cardinality only: reason, level, scope, agent name and tool name, never ids,
 arguments or results. Agent and tool names are capped at :data:`MAX_NAMES` distinct
-values each; later names are reported as ``_other``.
+values each; later names are reported as ``_other``; every attribute value is at most
+:data:`~otel_progress.limits.MAX_METRIC_CHARS` (256) characters (longer ones are cut,
+ending with ``…``).
 
 =============================  ============  ==============================================
 name                           unit          attributes
@@ -32,6 +34,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from .limits import MAX_METRIC_CHARS, clip_chars, metric_value
 from .model import Detection
 
 __all__ = ["MAX_NAMES", "METRIC_NAMES", "ProgressMetrics"]
@@ -66,6 +69,8 @@ class _NameCap:
     def __call__(self, value: str | None) -> str:
         if not value:
             return _UNKNOWN
+        if len(value) > MAX_METRIC_CHARS:
+            value = clip_chars(value, MAX_METRIC_CHARS)
         if value in self._seen:
             return value
         with self._lock:
@@ -166,11 +171,11 @@ class ProgressMetrics:
 
     def error(self, error_type: str) -> None:
         with contextlib.suppress(Exception):
-            self.errors.add(1, {"error.type": error_type})
+            self.errors.add(1, {"error.type": metric_value(error_type)})
 
     def hook_error(self, error_type: str) -> None:
         with contextlib.suppress(Exception):
-            self.hook_errors.add(1, {"error.type": error_type})
+            self.hook_errors.add(1, {"error.type": metric_value(error_type)})
 
     def runs_evicted(self, count: int) -> None:
         if count > 0:

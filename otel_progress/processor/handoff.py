@@ -136,6 +136,8 @@ class BackgroundAnalysis:
             what the inline mode does at a span's end (on the worker).
         fail: counts and logs an error.
         queue_full: ``queue_full("waited" | "overflow")``, for the metric.
+        idle: called by the worker each time it emptied the queue (every span end queued
+            so far has then been analysed).
     """
 
     def __init__(self, max_queue_size: int, max_spans: int,
@@ -143,7 +145,8 @@ class BackgroundAnalysis:
                  forward_end: Callable[[Any], None], inner_end: Callable[[Any], None] | None,
                  analyse_start: Callable[[Any, Mapping[str, Any], str, Any], None],
                  analyse_end: Callable[[Any, Any], Any],
-                 fail: Callable[[str, BaseException], None], queue_full: Callable[[str], None]) -> None:
+                 fail: Callable[[str, BaseException], None], queue_full: Callable[[str], None],
+                 idle: Callable[[], None] | None = None) -> None:
         self.q = _Queue(max(1, int(max_queue_size)))
         self._max_spans = max_spans
         self._forward_start = forward_start
@@ -153,8 +156,10 @@ class BackgroundAnalysis:
         self._analyse_end = analyse_end
         self.fail = fail
         self._queue_full = queue_full
+        self._idle = idle
         # The ids of the spans whose start was queued and whose end was not seen yet
-        # (the spans the worker will have in its tables).
+        # (the spans the worker will have in its tables), with whether they were plain
+        # at their start.
         self._watched: dict[int, bool] = {}
 
     def __len__(self) -> int:
@@ -192,7 +197,7 @@ class BackgroundAnalysis:
             else:  # (the parent object: it may have become an agent since it started)
                 item = (_START, span, dict(attrs), name, local_parent(parent_context, parent[1]))
             watched = self._watched
-            watched[sid] = True
+            watched[sid] = plain
             if len(watched) > self._max_spans:
                 _trim(watched, self._max_spans)
             q = self.q
@@ -219,11 +224,12 @@ class BackgroundAnalysis:
                 root = parent is None or parent[2]
                 plain = CLASSIFY_KEYS.isdisjoint(attrs)
             q = self.q
-            watched = self._watched.pop(sid, False)
-            if watched or root or not plain or q.ends:
+            watched = self._watched.pop(sid, None)
+            if watched is not None or root or not plain or q.ends:
                 # A span whose kind appeared after its start: the current span is its
                 # parent, which may have become an agent.
-                item = (_END, span) if watched or plain or root else (_END, span, _current_span())
+                late = not plain and not root and watched is not False
+                item = (_END, span, _current_span()) if late else (_END, span)
                 q.ends.append(None)
                 if len(q.items) < q.wake_at and q.thread is not None:
                     q.items.append(item)  # put's common case
@@ -360,6 +366,9 @@ class BackgroundAnalysis:
             if q.waiting and len(items) < q.resume_at:
                 with q.room:
                     q.room.notify_all()
+        if self._idle is not None:
+            with q.busy:
+                self._idle()
         return not q.stopping
 
     def process(self, item: tuple[Any, ...]) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from itertools import islice
@@ -68,11 +68,20 @@ def kind_of(attrs: Mapping[str, Any]) -> int:
     return _KIND_CODE[classify(SpanRecord("", "", attributes=attrs))]
 
 
-def _ref(span: Any) -> Callable[[], Any]:
-    try:
-        return weakref.ref(span)
-    except TypeError:  # a span type without weak references: hold it while it is open
-        return lambda: span
+class _SpanRef(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to an agent or root span that knows which entries it backs: when
+    the application drops the span without ending it, they are forgotten (see reap)."""
+
+    __slots__ = ("agent", "sid", "tid")
+
+    def __new__(cls, span: Any, callback: Callable[[Any], Any], tid: int, sid: int,
+                agent: bool) -> _SpanRef:
+        self = super().__new__(cls, span, callback)
+        self.tid, self.sid, self.agent = tid, sid, agent
+        return self
+
+    def __init__(self, span: Any, callback: Callable[[Any], Any], tid: int, sid: int, agent: bool) -> None:
+        super().__init__(span, callback)
 
 
 class Run:
@@ -110,6 +119,9 @@ class RunTracker:
             their trace).
         wasted: ``wasted(agent, turns, tokens)`` for a run that ends after a detection.
         evicted: ``evicted(count)`` for runs the engine dropped before they ended.
+        reap_at_start: call :meth:`reap` at span starts (inline analysis); False: the
+            caller calls it when no span end is waiting to be analysed (background
+            analysis: a span's ended copy may still be queued when its live object goes).
         tool_call: ``tool_call(call, span, attributes)`` for every tool call read
             (``None``: nothing).
     """
@@ -117,7 +129,7 @@ class RunTracker:
     def __init__(self, engine: ProgressEngine, config: Config, max_spans: int, deliver: Deliver,
                  emit: Callable[[Detection], None], wasted: Callable[[str | None, int, int], None],
                  evicted: Callable[[int], None], tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None = None,
-                 ) -> None:
+                 reap_at_start: bool = True) -> None:
         self.engine = engine
         self.lock = threading.Lock()
         self.spans: dict[int, Entry] = {}
@@ -134,6 +146,46 @@ class RunTracker:
         self._tool_call = tool_call
         self._next_evict = 0.0
         self._evicted_reported = engine.stats.runs_evicted
+        # Agent and root spans the application dropped (their weak references died),
+        # appended by the garbage collector's callback (any thread, any moment: it only
+        # appends) and forgotten by reap() at the next start.
+        self._dead: deque[_SpanRef] = deque()
+        self.reap_at_start = reap_at_start
+
+    def _ref(self, span: Any, tid: int, sid: int, agent: bool) -> Callable[[], Any]:
+        try:
+            return _SpanRef(span, self._dead.append, tid, sid, agent)
+        except TypeError:  # a span type without weak references: hold it while it is open
+            return lambda: span
+
+    def reap(self, wait: Callable[[], bool] | None = None) -> None:
+        """Forget the agent and root spans the application dropped without ending them
+        (the entries of a span that ended are gone already: nothing to do for them). To
+        be called when every end of a span dropped so far has been processed; ``wait``:
+        stop as soon as it says so (background analysis: a span end was queued since)."""
+        dead = self._dead
+        count = len(dead)  # (only spans dropped before the check below)
+        if wait is not None and wait():
+            return
+        for _ in range(count):
+            try:
+                ref = dead.popleft()
+            except IndexError:
+                break
+            if not ref.agent:
+                root = self.roots.get(ref.tid)
+                if root is not None and root[0] is ref:
+                    self.roots.pop(ref.tid, None)
+                continue
+            entry = self.spans.get(ref.sid)
+            if entry is not None and entry[2] == AGENT and entry[0][0].span is ref:
+                self.spans.pop(ref.sid, None)
+            with self.lock:
+                trace = self.traces.get(ref.tid)
+                run = trace.runs.get(format(ref.sid, "016x")) if trace is not None else None
+                if trace is not None and run is not None and run.span is ref:
+                    del trace.runs[run.hex]
+                    trace.open_agents -= 1
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -159,6 +211,8 @@ class RunTracker:
         """A span starts, with these attributes and name: register it if it is a tool,
         agent or model call, or inside a run; remember a local root. ``parent_span``:
         the parent span object, when known (a late agent kind is looked for on it)."""
+        if self._dead and self.reap_at_start:
+            self.reap()
         plain = CLASSIFY_KEYS.isdisjoint(attrs)
         if parent is None or parent[2]:
             self.add_root(tid, sid, span)
@@ -178,7 +232,7 @@ class RunTracker:
 
     def add_root(self, tid: int, sid: int, span: Any) -> None:
         roots = self.roots
-        roots[tid] = (_ref(span), sid)
+        roots[tid] = (self._ref(span, tid, sid, False), sid)
         if len(roots) > self.max_spans:
             _trim(roots, self.max_spans)
 
@@ -213,7 +267,8 @@ class RunTracker:
             self._trim_spans()
 
     def _new_run(self, span: Any, tid: int, sid: int, name: str, attrs: Mapping[str, Any]) -> Run:
-        run = Run(format(sid, "016x"), agent_name(SpanRecord("", "", name=name, attributes=attrs)), _ref(span), sid)
+        run = Run(format(sid, "016x"), agent_name(SpanRecord("", "", name=name, attributes=attrs)),
+                  self._ref(span, tid, sid, True), sid)
         with self.lock:
             trace = self._trace(tid)
             trace.runs[run.hex] = run
