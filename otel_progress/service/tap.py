@@ -98,7 +98,7 @@ class TapExporter:
         start = time.monotonic()
         delay = 0.2
         while True:
-            result = self.forwarder.forward(raw)
+            result = self.forwarder.forward_all(raw)  # split when too large for the endpoint
             if result.ok:
                 self.metrics.add("progress.service.tap.exported", len(batch))
                 return
