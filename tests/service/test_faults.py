@@ -27,6 +27,7 @@ from .helpers import (
     Downstream,
     Request,
     all_spans,
+    attrs_of,
     chat_span,
     detections_on,
     free_port,
@@ -146,6 +147,8 @@ def test_a_batch_annotation_pushes_over_the_downstream_limit_is_split_and_delive
         got = ds.requests()
         assert len(got) >= 2  # split
         assert sorted(s.span_id for r in got for s in all_spans(r)) == sorted(s.span_id for s in spans)
+        assert all(attrs_of(rs.resource.attributes) == {"service.name": "agent-svc"}
+                   and rs.scope_spans[0].scope.name == "test.agent" for r in got for rs in r.resource_spans)
         assert any(detections_on(r) for r in got)
         assert svc.metrics.value("progress.service.forward.split") == 1
         assert svc.metrics.value("progress.service.forward.failures") == 0
