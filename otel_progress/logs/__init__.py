@@ -1,0 +1,67 @@
+"""OpenTelemetry log input: coding agents that export log events instead of tool spans.
+
+Claude Code, Codex CLI, Gemini CLI and Qwen Code export their tool calls as OTLP log
+records (``claude_code.tool_result``, ``codex.tool_result``, ``gemini_cli.tool_call``,
+``qwen-code.tool_call``, ...). Each agent's events are read by one module under
+:mod:`otel_progress.logs.agents`, a :class:`LogConvention` (see :mod:`.base`), listed in
+:data:`LOG_CONVENTIONS`; :func:`read_log` dispatches a
+:class:`~otel_progress.logs.record.LogRecordView` to the convention that reads its event
+name. Adding an agent is one module and one line in :data:`LOG_CONVENTIONS`.
+
+Everything here is total: a convention that raises on an odd record is treated as not
+having read it.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    EVIDENCE_ARGUMENTS,
+    EVIDENCE_FULL,
+    EVIDENCE_NAMES,
+    LogConvention,
+    LogObservation,
+)
+from .record import LogRecordView
+
+__all__ = [
+    "EVIDENCE_ARGUMENTS",
+    "EVIDENCE_FULL",
+    "EVIDENCE_NAMES",
+    "LOG_CONVENTIONS",
+    "LogConvention",
+    "LogObservation",
+    "LogRecordView",
+    "event_names",
+    "read_log",
+]
+
+#: The log conventions, one per agent (each module under ``otel_progress.logs.agents``).
+LOG_CONVENTIONS: tuple[LogConvention, ...] = ()
+
+
+def _dispatch() -> dict[str, tuple[LogConvention, ...]]:
+    table: dict[str, list[LogConvention]] = {}
+    for convention in LOG_CONVENTIONS:
+        for name in convention.event_names:
+            table.setdefault(name, []).append(convention)
+    return {name: tuple(readers) for name, readers in table.items()}
+
+
+_BY_EVENT = _dispatch()
+
+
+def event_names() -> frozenset[str]:
+    """Every event name some convention reads (for a cheap check before decoding)."""
+    return frozenset(_BY_EVENT)
+
+
+def read_log(record: LogRecordView) -> LogObservation | None:
+    """The observation in ``record`` from the first convention that reads it, or ``None``."""
+    for convention in _BY_EVENT.get(record.event_name, ()):
+        try:
+            observation = convention.read(record)
+        except Exception:  # a reader must be total; one that is not is skipped for this record
+            continue
+        if observation is not None:
+            return observation
+    return None
