@@ -361,7 +361,7 @@ class Pipeline:
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
                          call.span_id, command=command is not None, silent=silent,
                          wait=waits and not call.error, wait_command=waits, incidental=incidental,
-                         world=world)
+                         world=world, repeat=repeated)
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:

@@ -33,7 +33,9 @@ class BarrenSignal(Signal):
     before: ``mkdir -p out``, ``chmod +x run.sh``, ``tmux send-keys … Enter`` print
     nothing because they changed the world, not because nothing was found. The same
     command again, silent again, is not progress. A result that says nothing was found
-    (``0 results``) is never progress, command or not."""
+    (``0 results``) is never progress, command or not. Any other request that differs
+    from its tool's previous one and is answered with silence (a ``think`` note, a reply
+    with no body) is neutral: neither progress nor a barren step."""
 
     name = "barren"
 
@@ -49,17 +51,20 @@ class BarrenSignal(Signal):
             return None
         progress = step.wrote or step.new_evidence > 0 or run.plan_advanced or run.goal_improved
         comparable = progress
+        neutral = True
         for facts in step.facts:
             if facts.result is None:
                 continue
             comparable = True
             if facts.world and run.step_state is None:
                 progress = True  # a published state that did not change outranks it
+            if not (facts.silent and facts.error is None and not facts.command and not facts.repeat):
+                neutral = False
         if progress:
             state.barren = 0
             return None
-        if not comparable:
-            return None
+        if not comparable or neutral:
+            return None  # (a new request answered with silence: a note to self, a 204)
         state.barren += 1
         if state.barren < self.config.barren_threshold:
             return None

@@ -46,6 +46,7 @@ class CallFacts:
     # an undeclared change to the world: a bare acknowledgement answering a request that
     # differs from the tool's previous one, or a new command that succeeded silently
     world: bool = False
+    repeat: bool = False  # the request is the same as the tool's previous request
     wait: bool = False  # a successful command that waits on purpose (``sleep 5 && cat log``)
     wait_command: bool = False  # a command that waits on purpose, whether it failed or not
     incidental: bool = False  # the result rewords the tool's previous answer to this request

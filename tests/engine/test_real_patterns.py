@@ -240,3 +240,20 @@ def test_a_counter_that_moves_is_not_an_envelope() -> None:
     seq = [call("get_job", {"id": "j_1"}, json.dumps({"job": "j_1", "done_items": 10 * i, "total": 90}))
            for i in range(9)]
     assert run(seq) == []
+
+
+def test_a_new_request_answered_with_silence_is_neutral() -> None:
+    # notes to self between lookups neither count as progress nor as barren steps
+    seq = [call("get_order", {"id": "A1"}, '{"status": "shipped"}')]
+    for i in range(3):
+        seq += [think(f"note {i}: the order shipped"), think(f"note {i}: check the shipment next"),
+                call("get_order", {"id": "A1"}, '{"status": "shipped"}')]
+    dets = run(seq)
+    # only the re-reads are barren: four of them (turns 4, 7, 10) are not reached ...
+    assert [d for d in dets if d.reason.value == "barren"] == []
+    # ... while the same silent request again is a repeat like any other
+    seq = [call("get_order", {"id": "A1"}, '{"status": "shipped"}'), *[think("same note")] * 5]
+    assert brief(run(seq))[:1] == [(3, "repeat_cycle", 1)]
+    read = call("get_order", {"id": "A1"}, '{"status": "shipped"}')
+    seq = [read, *[t for _ in range(3) for t in (think("same note"), read)]]
+    assert brief(run(seq))[:1] == [(4, "repeat_cycle", 1)]  # read, note, read, note
