@@ -41,6 +41,8 @@ from .helpers import (
     wait_until,
 )
 
+pytestmark = pytest.mark.timeout(180)  # every test here is bounded; this is the backstop
+
 
 def _open_trace(trace: int, calls: int) -> bytes:
     """A trace whose root never arrives: distinct calls, so nothing is detected and nothing closes it."""
