@@ -209,7 +209,11 @@ class Forwarder:
         messages: list[str] = []
         while todo:
             piece = todo.pop(0)
-            result = self.forward(piece, max(0.05, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            if sent and left < 0.05:  # out of time between pieces: the sender retries the batch
+                return ForwardResult(False, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                     f"timeout after {sent} of {sent + len(todo) + 1} pieces", None, None, sent)
+            result = self.forward(piece, max(0.05, left))
             if result.too_large and len(todo) + sent + 2 <= _MAX_SPLITS and _span_count(piece) > 1:
                 halves = split_request(piece, max(1, len(piece) // 2))
                 if len(halves) > 1:
