@@ -1,5 +1,6 @@
 """``otel-progress doctor`` inside a framework virtualenv of the matrix (Agno with
-OpenInference, built and cached by the matrix harness), watching the real agent."""
+OpenInference, built and cached by the matrix harness), watching the real agent; and in a
+virtualenv where OpenLLMetry's MCP instrumentor raises at start (on ``mcp`` 2.x)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def agno() -> tuple[Path, object]:
         raise
 
 
-def _doctor(venv: Path, setup: object, scenario: str, **extra: str) -> tuple[int, dict]:
+def _doctor(venv: Path, setup: object, scenario: str | None, **extra: str) -> tuple[int, dict]:
     env = agent_env(setup)  # the matrix's environment: console export, no real network
     env.update(extra)
+    command = ["--", str(venv / "bin" / "python"), "agent.py", scenario] if scenario else []
     proc = subprocess.run([str(venv / "bin" / "otel-progress"), "doctor", "--format", "json", "--timeout", "200",
-                           "--", str(venv / "bin" / "python"), "agent.py", scenario],
+                           *command],
                           cwd=SETUPS_DIR / "agno", env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, check=False)
     assert "Traceback" not in proc.stdout
@@ -58,3 +60,36 @@ def test_doctor_names_openinference_settings_when_content_is_hidden(agno: tuple[
     assert run["detections"] == []
     text = " ".join(f["message"] + " " + f["fix"] for f in report["findings"])
     assert "OPENINFERENCE_HIDE_INPUTS=false" in text and "6 of 6 tool spans carried no arguments or result" in text
+
+
+@pytest.fixture(scope="module")
+def mcp2(agno: tuple[Path, object]) -> Path:
+    try:
+        return build_venv(Path(__file__).parent / "requirements-mcp2.txt")
+    except BuildError as exc:
+        if exc.network and not in_ci():
+            pytest.skip(f"package index unreachable, cannot build the MCP 2 virtualenv: {exc}")
+        raise
+
+
+def test_a_raising_instrumentor_is_named_and_what_it_stops_is_seen(mcp2: Path, agno: tuple[Path, object]) -> None:
+    _, setup = agno
+    code, report = _doctor(mcp2, setup, None)
+    assert code == 1
+    rows = report["instrumentors"]
+    names = [r["name"] for r in rows]
+    (mcp,) = [r for r in rows if r["name"] == "mcp"]
+    assert mcp["status"] == "raises" and mcp["distribution"] == "opentelemetry-instrumentation-mcp"
+    after = rows[names.index("mcp") + 1:]
+    assert all(r["status"] == "not_reached" for r in after)
+    # the watched run agrees: what came after the MCP instrumentor is not instrumented
+    code, report = _doctor(mcp2, setup, "loop")
+    run = report["run"]
+    agno_stopped = "agno" in [r["name"] for r in after]
+    assert ("agno" in run["instrumented"]) is not agno_stopped
+    assert (run["tool_spans"] == 0) is agno_stopped
+    assert any("raises at instrument()" in f["message"] for f in report["findings"] if f["severity"] == "error")
+    # disabling it, as the fix says, brings the tool spans back
+    code, report = _doctor(mcp2, setup, "loop", OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="mcp")
+    assert report["run"]["tool_spans"] == 6 and report["run"]["detections"]
+    assert code == 0, report["findings"]
