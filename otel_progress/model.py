@@ -95,6 +95,13 @@ class ToolCall:
     :data:`NOT_CAPTURED` when the span carried no content. Times are Unix nanoseconds.
     The ``progress_*`` fields are optional facts an agent or tool may publish as span
     attributes (see the README's input attributes).
+
+    ``evidence_level`` says what the source let the engine know (log input from coding
+    agents, see docs/coding-agents.md): ``"full"`` (the default: arguments and the whole
+    result), ``"arguments"`` (the result is only a size or a truncated preview: equal
+    results are never inferred from it, a differing one still counts as new) or
+    ``"names"`` (arguments and result are ignored: only error recurrence applies).
+    ``result_truncated`` marks a result that is a truncated preview at any level.
     """
 
     name: str
@@ -120,6 +127,8 @@ class ToolCall:
     obligations: tuple[str, ...] | None = None
     blocked_on: str | None = None
     tokens: int = 0
+    evidence_level: str = "full"
+    result_truncated: bool = False
 
     @property
     def captured(self) -> bool:

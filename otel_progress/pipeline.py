@@ -40,6 +40,23 @@ _MAX_TOOLS_PER_RUN = 32  # tools whose last request a run remembers
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
+_FULL, _ARGUMENTS, _NAMES = "full", "arguments", "names"  # ToolCall.evidence_level
+
+
+def _weakest_level(calls: Sequence[ToolCall]) -> str | None:
+    """The weakest evidence level among a step's calls, or None when all are ``full``
+    (a detection then carries no ``progress.evidence_level``)."""
+    levels = {_ARGUMENTS if c.result_truncated and c.evidence_level == _FULL else c.evidence_level
+              for c in calls}
+    if levels == {_FULL}:
+        return None
+    if _NAMES in levels:
+        return _NAMES
+    if _ARGUMENTS in levels:
+        return _ARGUMENTS
+    return next(iter(levels - {_FULL}))
+
+
 def _status_value(text: str, at: int) -> str:
     """The value after a status marker ending at ``at``, as ``_may_be_waiting`` compares it:
     up to 48 characters, separators and the opening quote skipped, up to the closing
@@ -270,6 +287,11 @@ class Pipeline:
         name = call.name
         call_prefix, action_prefix, wait_tool = self._tools.get(name) or self._tool(name)
         arguments = call.arguments
+        result = call.result
+        level = call.evidence_level
+        if level == _NAMES:  # only names and success are trusted: nothing is compared
+            arguments = result = NOT_CAPTURED
+        partial = result is not NOT_CAPTURED and (level == _ARGUMENTS or call.result_truncated)
         has_args = arguments is not NOT_CAPTURED and arguments is not None
         command: str | None = None
         if has_args:
@@ -298,7 +320,6 @@ class Pipeline:
         silent = False
         ack = False
         incidental = False
-        result = call.result
         if (type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool
                 and not repeated):
             # A long JSON result of a tool without volatile fields, with no waiting status
@@ -361,7 +382,7 @@ class Pipeline:
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
                          call.span_id, command=command is not None, silent=silent,
                          wait=waits and not call.error, wait_command=waits, incidental=incidental,
-                         world=world, repeat=repeated)
+                         world=world, repeat=repeated, partial=partial)
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:
@@ -395,7 +416,7 @@ class Pipeline:
         name = call.name
         wrote = name in self._write_tools and not call.error
         step = Step(turn, (call,), (f,), f.key, name, call.start_ns, call.end_ns, call.span_id, run.tokens,
-                    0, False, wrote, world=f.world)
+                    0, False, wrote, world=f.world, partial=f.partial)
         plan_step = call.plan_step
         if plan_step is None:
             run.plan_advanced = False
@@ -459,6 +480,7 @@ class Pipeline:
             tokens=run.tokens,
             wrote=any(c.name in self._write_tools and not c.error for c in calls),
             world=any(f.world for f in facts),
+            partial=any(f.partial for f in facts),
         )
 
     def _step_facts(self, run: RunState, step: Step) -> None:
@@ -556,6 +578,10 @@ class Pipeline:
             return None  # parked: counted, not announced again
         run.level += 1
         level = Level(run.level)
+        figures = finding.figures
+        evidence_level = _weakest_level(step.calls)
+        if evidence_level is not None:
+            figures = {**figures, "evidence_level": evidence_level}
         return Detection(
             reason=finding.reason,
             turn=step.turn,
@@ -566,7 +592,7 @@ class Pipeline:
             run_id=run.run_id,
             agent=run.agent,
             tool=step.tool,
-            figures=finding.figures,
+            figures=figures,
             nudge=nudge_text(finding, level, step.turn, run.first_detection_turn),
             handoff=handoff_note(finding, step.turn, run.attempts),
             tokens=step.tokens,

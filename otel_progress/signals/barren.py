@@ -24,7 +24,10 @@ class BarrenSignal(Signal):
     bare acknowledgement (``ok``, ``Successfully modified …``) answers a request that
     differs from that tool's previous one (an undeclared write), when the plan advanced or
     when the goal distance improved. Other steps are barren; ``barren_threshold`` in a row
-    fire. Comparing with everything the run has seen, not only the tool's previous result,
+    fire. A step whose result is only a size or a truncated preview (evidence level
+    ``arguments``) is progress when it differs from every one seen, and otherwise neutral:
+    an equal size or preview does not prove that nothing new came back. Comparing with
+    everything the run has seen, not only the tool's previous result,
     also catches paging that wraps around to pages already read. Exempt wait polls are
     neither; steps without captured content are judged only by the published facts.
 
@@ -63,6 +66,8 @@ class BarrenSignal(Signal):
         if progress:
             state.barren = 0
             return None
+        if step.partial:
+            return None  # an equal size or truncated preview does not prove nothing new
         if not comparable or neutral:
             return None  # (a new request answered with silence: a note to self, a 204)
         state.barren += 1

@@ -50,6 +50,9 @@ class CallFacts:
     wait: bool = False  # a successful command that waits on purpose (``sleep 5 && cat log``)
     wait_command: bool = False  # a command that waits on purpose, whether it failed or not
     incidental: bool = False  # the result rewords the tool's previous answer to this request
+    # the result is only a size or a truncated preview (evidence level "arguments"): a
+    # differing one is new, an equal one proves nothing (never "the same result")
+    partial: bool = False
 
 
 @dataclass(slots=True)
@@ -72,6 +75,7 @@ class Step:
     # goal, plan node, evidence part, obligations, blocked_on: the state signature's
     # parts other than the actions (None: the step has no signature)
     signature_parts: tuple[str, str, str, str, str] | None = None
+    partial: bool = False  # a call of the step has a partial result (CallFacts.partial)
 
 
 class Signal(ABC):

@@ -23,7 +23,13 @@ class FrequencySignal(Signal):
     earlier occurrences are forgotten. Re-running a script that prints the same
     status line after each rewrite, while the check that follows shows a new result each
     time, is progress; the same output after three rewrites with nothing new in between
-    is not, and neither is re-reading an unchanged file between other reads."""
+    is not, and neither is re-reading an unchanged file between other reads.
+
+    Where a result is only a size or a truncated preview (evidence level ``arguments``),
+    the key holds the request and that size or preview: the count then claims only what
+    is known, the identical request sent N times with nothing that came back differing
+    (a differing size or preview is a new key and a new result), never the same result.
+    """
 
     name = "frequency"
 
@@ -54,6 +60,13 @@ class FrequencySignal(Signal):
                 count = n
         if count < self.config.frequency_count:
             return None
+        if step.partial:
+            return Finding(
+                Reason.FREQUENCY,
+                {"count": count, "window": self.config.frequency_window},
+                f"the identical request was sent {count} times within the last {len(keys)} calls,"
+                " and nothing that came back differed (only sizes or truncated previews were known)",
+            )
         return Finding(
             Reason.FREQUENCY,
             {"count": count, "window": self.config.frequency_window},

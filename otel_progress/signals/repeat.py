@@ -33,7 +33,9 @@ class RepeatCycleSignal(Signal):
 
     Checks every period from 1 to ``window // 2``, shortest first. Memory is the last
     ``window`` step keys. A step whose content was not captured breaks any cycle (it is
-    never equal to anything), and an exempt wait poll is not recorded at all.
+    never equal to anything), and so does a step whose result is only a size or a
+    truncated preview (evidence level ``arguments``); an exempt wait poll is not recorded
+    at all.
     """
 
     name = "repeat"
@@ -44,7 +46,8 @@ class RepeatCycleSignal(Signal):
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
-        key = step.key
+        # A partial result (a size, a truncated preview) never makes two steps equal.
+        key = None if step.partial else step.key
         state.append(key if key is not None else -step.turn)
         if len(state) > self.config.window:
             del state[0]

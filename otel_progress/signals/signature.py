@@ -18,7 +18,9 @@ class SignatureSignal(Signal):
     evidence the evidence set is the distinct results admitted so far in the run, so a
     repeated signature means nothing new arrived between the visits (an empty delta).
     ``signature_visits`` visits fire ``livelock`` with the tokens burned across them,
-    unless the last visit itself admitted something new (a retry that finally worked)."""
+    unless the last visit itself admitted something new (a retry that finally worked).
+    Steps whose result is only a size or a truncated preview are not visits: an equal
+    one does not show that nothing new was admitted."""
 
     name = "signature"
 
@@ -27,8 +29,8 @@ class SignatureSignal(Signal):
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         signature = run.step_signature
-        if signature is None or step.exempt:
-            return None
+        if signature is None or step.exempt or step.partial:
+            return None  # (a partial result cannot show that nothing new was admitted)
         if run.derived_evidence_changed:
             state.clear()  # old signatures carry an older evidence set: they cannot recur
         k = self.config.signature_visits
