@@ -14,6 +14,8 @@ having read it.
 
 from __future__ import annotations
 
+from .agents.codex import CodexConvention
+from .agents.gemini_cli import GeminiCliConvention
 from .base import (
     EVIDENCE_ARGUMENTS,
     EVIDENCE_FULL,
@@ -36,7 +38,10 @@ __all__ = [
 ]
 
 #: The log conventions, one per agent (each module under ``otel_progress.logs.agents``).
-LOG_CONVENTIONS: tuple[LogConvention, ...] = ()
+LOG_CONVENTIONS: tuple[LogConvention, ...] = (
+    CodexConvention(),
+    GeminiCliConvention(),
+)
 
 
 def _dispatch() -> dict[str, tuple[LogConvention, ...]]:

@@ -1,0 +1,72 @@
+"""The Gemini CLI log reader (otel_progress.logs.agents.gemini_cli) on records shaped as
+Gemini CLI 0.61.0 exports them (attribute values copied from a captured ``gemini -p`` run:
+real booleans and numbers, ``function_args`` and ``metadata`` as pretty JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otel_progress.logs import EVIDENCE_ARGUMENTS, LogRecordView, read_log
+from otel_progress.model import NOT_CAPTURED
+
+SESSION = "8952de0f-b068-4de3-925a-18968374eb3f"
+
+
+def _tool(index: int = 0, **extra: Any) -> LogRecordView:
+    attributes: dict[str, Any] = {
+        "session.id": SESSION, "event.name": "gemini_cli.tool_call",
+        "event.timestamp": f"2026-12-01T10:26:0{index}.994Z", "function_name": "run_shell_command",
+        "duration_ms": 189, "success": True, "decision": "accept", "prompt_id": SESSION, "tool_type": "native",
+        "content_length": 93, "start_time": None, "end_time": None,
+        "function_args": '{\n  "command": "echo hello"\n}', "metadata": '{\n  "exitCode": 0,\n  "isError": false\n}',
+    }
+    attributes.update(extra)
+    return LogRecordView(time_ns=1796120763995000000 + index, event_name="gemini_cli.tool_call",
+                         attributes=attributes, index=index)
+
+
+def test_a_tool_call_is_arguments_evidence_with_its_size_as_the_partial_result() -> None:
+    obs = read_log(_tool())
+    assert obs is not None and obs.call is not None
+    assert obs.kind == "tool" and obs.run_key == f"gemini_cli|{SESSION}|{SESSION}"
+    assert obs.call.arguments == {"command": "echo hello"}
+    assert obs.call.result == {"content_length": 93}
+    assert obs.evidence_level == obs.call.evidence_level == EVIDENCE_ARGUMENTS
+    assert not obs.call.error and obs.call.agent == "gemini-cli"
+    later = read_log(_tool(1))
+    assert later is not None and obs.order < later.order
+    other_prompt = read_log(_tool(prompt_id="8952de0f########2"))
+    assert other_prompt is not None and other_prompt.run_key != obs.run_key
+
+
+def test_a_nonzero_exit_logged_as_success_is_a_failure() -> None:
+    obs = read_log(_tool(metadata='{\n  "exitCode": 3,\n  "isError": true\n}'))
+    assert obs is not None and obs.call is not None
+    assert obs.call.error and obs.call.error_type == "nonzero_exit" and obs.call.error_message is None
+    assert obs.call.result == {"content_length": 93, "exit_code": 3}
+
+
+def test_a_failed_call_carries_its_error_type_and_message() -> None:
+    obs = read_log(_tool(function_name="replace", success=False, decision=None, content_length=48,
+                         error="params must have required property 'instruction'",
+                         error_type="invalid_tool_params", metadata=None))
+    assert obs is not None and obs.call is not None and obs.call.error
+    assert obs.call.error_type == "invalid_tool_params"
+    assert obs.call.error_message == "params must have required property 'instruction'"
+
+
+def test_tokens_come_from_api_responses() -> None:
+    record = LogRecordView(event_name="gemini_cli.api_response", attributes={
+        "session.id": SESSION, "prompt_id": SESSION, "event.timestamp": "2026-12-01T10:26:03.235Z",
+        "input_token_count": 900, "output_token_count": 30, "thoughts_token_count": 0, "total_token_count": 930})
+    obs = read_log(record)
+    assert obs is not None and obs.kind == "tokens" and obs.tokens == 930
+
+
+def test_odd_records_are_not_read_and_nothing_raises() -> None:
+    assert read_log(LogRecordView(event_name="gemini_cli.tool_call", attributes={"function_name": "x"})) is None
+    odd = read_log(LogRecordView(event_name="gemini_cli.tool_call", resource={"session.id": SESSION},
+                                 attributes={"function_name": "x", "metadata": "[1", "content_length": "n/a",
+                                             "start_time": "soon", "success": "maybe"}))
+    assert odd is not None and odd.call is not None and odd.call.result is NOT_CAPTURED and not odd.call.error
+    assert odd.run_key == f"gemini_cli|{SESSION}|"
