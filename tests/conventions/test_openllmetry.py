@@ -79,3 +79,28 @@ def test_name_from_the_span_name_and_agent_spans() -> None:
     agent = record("planner.agent", {"traceloop.span.kind": "agent", "traceloop.entity.name": "planner"})
     assert classify(agent) is SpanKind.AGENT and agent_name(agent) == "planner"
     assert classify(record("x.task", {"traceloop.span.kind": "task"})) is SpanKind.OTHER
+
+
+def test_identical_langgraph_calls_caught_as_early_as_plain_ones(tmp_path) -> None:
+    """Through ``otel-progress scan``: the envelopes (a fresh ``langgraph_step`` and
+    ``checkpoint_ns`` each call) no longer make identical calls look new."""
+    from otel_progress.scan import scan_paths
+    from tests.otlp_builder import attrs
+
+    from .otlp import T0, S, hex_id, write
+
+    trace = hex_id("trace:langgraph", 16)
+    agent = hex_id("span:agent", 8)
+    spans = []
+    for step in range(1, 4):
+        rec = _langgraph_tool(step, "cats", "0 results")
+        spans.append({"traceId": trace, "spanId": hex_id(f"span:{step}", 8), "parentSpanId": agent,
+                      "name": rec.name, "kind": 1, "startTimeUnixNano": str(T0 + step * S),
+                      "endTimeUnixNano": str(T0 + step * S + S // 10), "attributes": attrs(dict(rec.attributes))})
+    spans.append({"traceId": trace, "spanId": agent, "parentSpanId": "", "name": "LangGraph.workflow", "kind": 1,
+                  "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + 10 * S),
+                  "attributes": attrs({"traceloop.span.kind": "agent", "traceloop.entity.name": "LangGraph"})})
+    doc = {"resourceSpans": [{"resource": {"attributes": attrs({"service.name": "lg"})},
+                              "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+    result = scan_paths([str(write(tmp_path / "lg.jsonl", [doc]))])
+    assert [(d.reason.value, d.turn) for d in result.detections][:1] == [("repeat_cycle", 2)]
