@@ -1,7 +1,8 @@
 """CrewAI under the framework matrix: ``python agent.py loop|empty_search|healthy``.
 
 A one-agent, one-task crew on CrewAI's own ``LLM`` (model ``openai/...``, ``base_url``
-pointed at the scripted model server ``../scripted_llm.py`` on 127.0.0.1). The
+pointed at the scripted model server ``../scripted_llm.py``, over ``../_common/scripted.py``,
+on 127.0.0.1). The
 OpenInference instrumentor loads from its ``opentelemetry_instrumentor`` entry point under
 ``opentelemetry-instrument``: no code. In the ``loop`` scenario CrewAI itself ends the task
 at the fifth identical call (otel-progress has flagged the second by then).
@@ -14,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from scripted_llm import ScriptedLLM, lookup_order, search_docs
+from scripted_llm import ScriptedOpenAI, lookup_order, search_docs
 
 
 def main(scenario: str) -> int:
@@ -24,12 +25,12 @@ def main(scenario: str) -> int:
     from crewai.tools import tool
     from crewai.tools.tool_failure import ToolExecutionFailedError
 
-    with ScriptedLLM(scenario) as llm:
-        model = LLM(model="openai/gpt-4o-mini", base_url=llm.openai_base_url, api_key="scripted")
+    with ScriptedOpenAI(scenario) as llm:
+        model = LLM(model="openai/gpt-4o-mini", base_url=llm.base_url, api_key="scripted")
         agent = Agent(role="Support agent", goal="Help the customer", backstory="You answer support tickets.",
                       llm=model, tools=[tool("lookup_order")(lookup_order), tool("search_docs")(search_docs)],
                       max_iter=12, verbose=False, allow_delegation=False)
-        task = Task(description="Help the customer with order A-1001 and the refund policy.",
+        task = Task(description="Help the customer with their order and the refund policy.",
                     expected_output="A short answer.", agent=agent)
         try:
             result = str(Crew(agents=[agent], tasks=[task], verbose=False).kickoff())

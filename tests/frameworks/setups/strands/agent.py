@@ -1,7 +1,7 @@
 """Strands Agents under the framework matrix: ``python agent.py loop|empty_search|healthy``.
 
 The model is Strands' own ``OpenAIModel`` talking to the scripted model server
-(``../scripted_llm.py``) on 127.0.0.1. Strands writes its spans through the global
+(``../scripted_llm.py``, over ``../_common/scripted.py``) on 127.0.0.1. Strands writes its spans through the global
 tracer provider, so ``opentelemetry-instrument`` needs no code. With
 ``MATRIX_SPAN_PROCESSOR=openinference`` the script adds the one line OpenInference's
 documentation asks for: ``StrandsAgentsToOpenInferenceProcessor`` on the tracer provider.
@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from scripted_llm import ScriptedLLM, lookup_order, search_docs
+from scripted_llm import ScriptedOpenAI, lookup_order, search_docs
 
 
 def main(scenario: str) -> int:
@@ -27,12 +27,12 @@ def main(scenario: str) -> int:
     from strands import Agent, tool
     from strands.models.openai import OpenAIModel
 
-    with ScriptedLLM(scenario) as llm:
-        model = OpenAIModel(client_args={"base_url": llm.openai_base_url, "api_key": "scripted"},
+    with ScriptedOpenAI(scenario) as llm:
+        model = OpenAIModel(client_args={"base_url": llm.base_url, "api_key": "scripted"},
                             model_id="gpt-4o-mini")
         agent = Agent(model=model, tools=[tool(lookup_order), tool(search_docs)], name="support_agent",
                       callback_handler=None)
-        result = agent("Help the customer with order A-1001 and the refund policy.")
+        result = agent("Help the customer with their order and the refund policy.")
     print(str(result).strip())
     return 0
 
