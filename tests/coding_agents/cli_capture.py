@@ -1,0 +1,224 @@
+"""Running a coding CLI from the npm registry against a scripted model API and capturing
+what it exports, for the Codex CLI and Gemini CLI tests.
+
+- :func:`npm_install` installs a pinned package under ``~/.cache/otel-progress/npm/`` (once)
+  and returns its ``node_modules``; without npm or the registry the test is skipped, or
+  fails under ``CI=true``.
+- :class:`Receiver` is a small OTLP/HTTP receiver on 127.0.0.1 (JSON bodies, with or
+  without Content-Length) that keeps every export request it gets, by signal.
+- :func:`write_jsonl` writes captured requests in the Collector file exporter's format
+  (one ``Export*ServiceRequest`` per line): the golden files.
+- :func:`read_records` decodes an OTLP/JSON logs file into
+  :class:`~otel_progress.logs.LogRecordView` and :func:`detect` runs the readers and the
+  engine over it, run by run (what ``scan`` does with logs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_progress import ProgressEngine
+from otel_progress.logs import LogObservation, LogRecordView, read_log
+from otel_progress.model import Detection
+
+GOLDEN = Path(__file__).parent / "golden"
+CACHE = Path.home() / ".cache" / "otel-progress" / "npm"
+#: Set to 1 to rewrite the golden files from a fresh capture.
+UPDATE_ENV = "OTEL_PROGRESS_UPDATE_GOLDEN"
+
+
+def unavailable(reason: str) -> None:
+    """Skip the test (locally) or fail it (under ``CI=true``) for a missing tool."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def npm_install(package: str, version: str, name: str, timeout: float = 600) -> Path:
+    """``node_modules`` of ``package@version`` installed under ``~/.cache/otel-progress/npm/
+    <name>-<version>`` (installed on first use)."""
+    root = CACHE / f"{name}-{version}"
+    marker = root / ".installed"
+    if marker.exists():
+        return root / "node_modules"
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        unavailable("node and npm are needed to install " + package)
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(root),
+             f"{package}@{version}"],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        unavailable(f"npm install {package}@{version} took longer than {timeout:.0f} s")
+    if done.returncode != 0:
+        unavailable(f"npm install {package}@{version} failed: {done.stderr.strip()[-500:]}")
+    marker.write_text(f"{package}@{version}\n")
+    return root / "node_modules"
+
+
+class Receiver:
+    """An OTLP/HTTP receiver on 127.0.0.1 keeping the decoded JSON export requests.
+
+    Attributes:
+        requests: ``{"logs": [...], "traces": [...], "metrics": [...]}``, in arrival order.
+    """
+
+    def __init__(self) -> None:
+        self.requests: dict[str, list[dict[str, Any]]] = {"logs": [], "traces": [], "metrics": []}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> Receiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    data = bytearray()
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return bytes(data)
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+            def do_POST(self) -> None:
+                body = self._body()
+                signal = self.path.rstrip("/").rsplit("/", 1)[-1]
+                status = 200
+                try:
+                    decoded = json.loads(body or b"{}")
+                except ValueError:
+                    status = 415  # only JSON here
+                    decoded = None
+                if isinstance(decoded, dict) and signal in receiver.requests:
+                    with receiver._lock:
+                        receiver.requests[signal].append(decoded)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        return Handler
+
+
+def write_jsonl(path: Path, requests: Iterable[dict[str, Any]]) -> None:
+    """Write export requests one per line (the Collector file exporter's format)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as out:
+        for request in requests:
+            out.write(json.dumps(request, separators=(",", ":")) + "\n")
+
+
+def _value(v: Any) -> Any:
+    if not isinstance(v, dict) or not v:
+        return None
+    key, x = next(iter(v.items()))
+    if key == "intValue":
+        return int(x)
+    if key == "doubleValue":
+        return float(x)
+    if key == "arrayValue":
+        return [_value(i) for i in (x or {}).get("values", [])]
+    if key == "kvlistValue":
+        return {kv["key"]: _value(kv.get("value")) for kv in (x or {}).get("values", [])}
+    return x
+
+
+def _attrs(items: Any) -> dict[str, Any]:
+    return {kv["key"]: _value(kv.get("value")) for kv in items or ()}
+
+
+def _event_name(record: dict[str, Any], attributes: dict[str, Any], body: Any) -> str:
+    name = record.get("eventName") or ""
+    if name and " " not in name:  # Codex puts a source location ("event otel/src/...") here
+        return name
+    attribute = attributes.get("event.name")
+    if isinstance(attribute, str) and attribute:
+        return attribute
+    if isinstance(body, str) and " " not in body and "." in body and len(body) < 128:
+        return body
+    return ""
+
+
+def read_records(path: Path) -> Iterator[LogRecordView]:
+    """The log records of an OTLP/JSON logs file, in file order."""
+    index = 0
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        for resource_logs in json.loads(line).get("resourceLogs", ()):
+            resource = _attrs((resource_logs.get("resource") or {}).get("attributes"))
+            for scope_logs in resource_logs.get("scopeLogs", ()):
+                scope = (scope_logs.get("scope") or {}).get("name", "")
+                for record in scope_logs.get("logRecords", ()):
+                    attributes = _attrs(record.get("attributes"))
+                    body = _value(record.get("body"))
+                    observed = int(record.get("observedTimeUnixNano") or 0)
+                    yield LogRecordView(
+                        time_ns=int(record.get("timeUnixNano") or 0) or observed, observed_ns=observed,
+                        event_name=_event_name(record, attributes, body), body=body, attributes=attributes,
+                        resource=resource, scope=scope, trace_id=record.get("traceId", ""),
+                        span_id=record.get("spanId", ""), severity=int(record.get("severityNumber") or 0),
+                        index=index)
+                    index += 1
+
+
+def observations(path: Path) -> list[LogObservation]:
+    """What the registered readers find in a logs file, in file order."""
+    return [o for o in map(read_log, read_records(path)) if o is not None]
+
+
+def detect(path: Path) -> list[Detection]:
+    """The detections of the engine over a logs file, run by run in each run's order."""
+    runs: dict[str, list[LogObservation]] = {}
+    for observation in observations(path):
+        runs.setdefault(observation.run_key, []).append(observation)
+    engine = ProgressEngine()
+    out: list[Detection] = []
+    for run_key, items in runs.items():
+        for item in sorted(items, key=lambda o: o.order):
+            if item.kind == "tokens":
+                engine.record_tokens(run_key, run_key, item.tokens)
+            elif item.kind == "tool" and item.call is not None:
+                out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
+        out.extend(engine.flush(run_key))
+    return out

@@ -1,0 +1,176 @@
+"""The real Codex CLI (``@openai/codex`` from npm, its native binary called directly) run
+by ``codex exec`` against a scripted Responses API on 127.0.0.1, exporting OTLP/HTTP JSON
+logs to a receiver on 127.0.0.1; the captured ``codex.tool_result`` records go through the
+Codex reader and the engine.
+
+Scenarios: ``loop`` (the same command, the same output, six times: caught with full
+evidence), ``failing-edit`` (the same patch that does not apply, four times: caught as the
+identical failing request) and ``healthy`` (different commands, new output each time: no
+detection). The captures are kept as golden files
+(``golden/codex-<version>-<scenario>.jsonl``) so the golden tests run without the CLI;
+``OTEL_PROGRESS_UPDATE_GOLDEN=1`` rewrites them from a fresh capture.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from otel_progress.model import Reason
+
+from .cli_capture import (
+    GOLDEN,
+    UPDATE_ENV,
+    Receiver,
+    detect,
+    npm_install,
+    observations,
+    read_records,
+    unavailable,
+    write_jsonl,
+)
+from .fake_openai_responses import FakeResponsesAPI, Step
+
+VERSION = "0.171.0"
+_TRIPLES = {("Linux", "x86_64"): ("linux-x64", "x86_64-unknown-linux-musl"),
+            ("Linux", "aarch64"): ("linux-arm64", "aarch64-unknown-linux-musl")}
+
+PATCH = """apply_patch <<'EOF'
+*** Begin Patch
+*** Update File: notes.txt
+@@
+-the line that is not there
++the line the agent wants
+*** End Patch
+EOF"""
+
+SCENARIOS: dict[str, list[Step]] = {
+    "loop": [Step(command="cat notes.txt")] * 6 + [Step(message="The notes say the same thing.")],
+    "failing-edit": [Step(command="cat notes.txt")] + [Step(command=PATCH)] * 4
+    + [Step(message="The patch does not apply.")],
+    "healthy": [
+        Step(command="cat notes.txt"),
+        Step(command="printf 'step two\\n' > todo.txt"),
+        Step(command="cat todo.txt"),
+        Step(command="wc -l notes.txt todo.txt"),
+        Step(command="ls"),
+        Step(message="All steps done."),
+    ],
+}
+
+
+#: The ``codex.tool_result`` attributes the reader relies on.
+READ_KEYS = frozenset({"tool_name", "call_id", "arguments", "success", "output", "duration_ms",
+                       "conversation.id", "event.timestamp"})
+
+
+def tool_result_keys(path: Path) -> set[str]:
+    """The attribute keys every ``codex.tool_result`` record of a logs file has."""
+    keys = [set(r.attributes) for r in read_records(path) if r.event_name == "codex.tool_result"]
+    assert keys, f"no codex.tool_result in {path.name}"
+    return set.intersection(*keys)
+
+
+def _binary() -> Path:
+    triple = _TRIPLES.get((platform.system(), platform.machine()))
+    if triple is None:
+        pytest.skip(f"no Codex CLI binary for {platform.system()} {platform.machine()} in this test")
+    modules = npm_install("@openai/codex", VERSION, "codex")
+    package, target = triple
+    binary = modules / "@openai" / f"codex-{package}" / "vendor" / target / "bin" / "codex"
+    if not binary.exists():
+        unavailable(f"the Codex CLI package has no native binary at {binary}")
+    return binary
+
+
+def _config(api: FakeResponsesAPI, receiver: Receiver) -> str:
+    return f"""model = "scripted-model"
+model_provider = "scripted"
+
+[model_providers.scripted]
+name = "scripted"
+base_url = "{api.base_url}"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+
+[otel]
+exporter = {{ otlp-http = {{ endpoint = "{receiver.endpoint}/v1/logs", protocol = "json" }} }}
+"""
+
+
+def capture(scenario: str, tmp: Path) -> Path:
+    """Run the scenario with the real CLI; the path of the captured logs file."""
+    binary = _binary()
+    home, work = tmp / "codex-home", tmp / "work"
+    home.mkdir()
+    work.mkdir()
+    (work / "notes.txt").write_text("alpha\nbeta\n")
+    with FakeResponsesAPI(SCENARIOS[scenario]) as api, Receiver() as receiver:
+        (home / "config.toml").write_text(_config(api, receiver))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "CODEX_HOME": str(home),
+               "SCRIPTED_API_KEY": "not-a-key", "NO_COLOR": "1"}
+        done = subprocess.run(
+            [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json",
+             "-C", str(work), "Read notes.txt and act on it."],
+            env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"turn.completed"' in done.stdout, done.stdout[-2000:]
+        logs = list(receiver.requests["logs"])
+    path = tmp / f"codex-{VERSION}-{scenario}.jsonl"
+    write_jsonl(path, logs)
+    if os.environ.get(UPDATE_ENV) == "1":
+        write_jsonl(GOLDEN / path.name, logs)
+    return path
+
+
+def check_scenario(scenario: str, path: Path) -> None:
+    """What the reader and the engine must find in a capture of ``scenario``."""
+    tools = [o.call for o in observations(path) if o.kind == "tool" and o.call is not None]
+    tokens = [o for o in observations(path) if o.kind == "tokens"]
+    assert tokens and all(t.tokens > 0 for t in tokens), "codex.sse_event response.completed counts"
+    assert len({o.run_key for o in observations(path)}) == 1, "one conversation.id"
+    assert all(c.name == "exec_command" and c.evidence_level == "full" for c in tools)
+    detections = detect(path)
+    if scenario == "loop":
+        assert len(tools) == 6
+        assert len({c.result for c in tools}) == 1, "identical outputs once chunk id and wall time are off"
+        assert not any(c.error for c in tools)
+        assert detections, "six identical commands with identical output"
+        first = detections[0]
+        assert first.reason in (Reason.REPEAT_CYCLE, Reason.FREQUENCY, Reason.BARREN, Reason.SIGNATURE_REPEAT)
+        assert "progress.evidence_level" not in first.event_attributes()
+        assert first.turn <= 4 and first.tool == "exec_command"
+    elif scenario == "failing-edit":
+        patches = [c for c in tools if "apply_patch" in str(c.arguments)]
+        assert len(patches) == 4
+        assert all(c.error for c in patches), "a patch that does not apply is a failure"
+        assert len({c.error_message for c in patches}) == 1
+        reasons = {d.reason for d in detections}
+        assert Reason.ERROR_RECURRENCE in reasons, detections
+        first = next(d for d in detections if d.reason is Reason.ERROR_RECURRENCE)
+        assert first.figures.get("identical_requests") == 3 and first.turn == 4
+    else:
+        assert len(tools) == 5 and not any(c.error for c in tools)
+        assert detections == [], detections
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_capture(scenario: str) -> None:
+    path = GOLDEN / f"codex-{VERSION}-{scenario}.jsonl"
+    assert path.exists(), f"{path.name} is missing: run with {UPDATE_ENV}=1 and the CLI installed"
+    check_scenario(scenario, path)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_real_cli(scenario: str, tmp_path: Path) -> None:
+    path = capture(scenario, tmp_path)
+    check_scenario(scenario, path)
+    # the golden file still has every attribute the reader relies on, as the CLI does
+    assert tool_result_keys(path) >= READ_KEYS
+    golden = GOLDEN / path.name
+    if golden.exists():
+        assert tool_result_keys(golden) >= READ_KEYS
