@@ -1,10 +1,11 @@
-"""Strands Agents under the framework matrix: ``python agent.py loop|empty_search|healthy``.
+"""Strands Agents under the framework matrix:
+``python agent.py loop|empty_search|healthy [--openinference]``.
 
 The model is Strands' own ``OpenAIModel`` talking to the scripted model server
-(``../scripted_llm.py``, over ``../_common/scripted.py``) on 127.0.0.1. Strands writes its spans through the global
-tracer provider, so ``opentelemetry-instrument`` needs no code. With
-``MATRIX_SPAN_PROCESSOR=openinference`` the script adds the one line OpenInference's
-documentation asks for: ``StrandsAgentsToOpenInferenceProcessor`` on the tracer provider.
+(``../scripted_llm.py``, over ``../_common/scripted.py``) on 127.0.0.1. Strands writes its
+spans through the global tracer provider, so ``opentelemetry-instrument`` needs no code.
+With ``--openinference`` the script adds the one line OpenInference's documentation asks
+for: ``StrandsAgentsToOpenInferenceProcessor`` on the tracer provider.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from scripted_llm import ScriptedOpenAI, lookup_order, search_docs
 
 
-def main(scenario: str) -> int:
-    if os.environ.get("MATRIX_SPAN_PROCESSOR") == "openinference":
+def main(scenario: str, openinference: bool) -> int:
+    if openinference:
         from openinference.instrumentation.strands_agents import StrandsAgentsToOpenInferenceProcessor
         from opentelemetry import trace
 
@@ -38,4 +39,4 @@ def main(scenario: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "loop"))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "loop", "--openinference" in sys.argv[2:]))
