@@ -75,26 +75,15 @@ MARKER_NAME_PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(p for c in CONVENTIO
 
 
 def _marker_bytes() -> tuple[bytes, ...]:
-    """Byte strings of which a serialized candidate span contains at least one: the marker
-    keys (``gen_ai.*`` keys folded into ``gen_ai.``, ``*.span.kind`` into ``.span.kind``,
-    ``llm.token_count.*`` into ``llm.token_count``) and the name prefixes; the most
-    common first."""
+    """The conventions' ``marker_bytes``, deduplicated, ``gen_ai.`` (the most common) first."""
     out: dict[bytes, None] = {b"gen_ai.": None}
-    for key in sorted(MARKER_KEYS):
-        if key.startswith("gen_ai."):
-            continue
-        if key.endswith(".span.kind"):
-            out[b".span.kind"] = None
-        elif key.startswith("llm.token_count."):
-            out[b"llm.token_count"] = None
-        else:
-            out[key.encode()] = None
-    for prefix in MARKER_NAME_PREFIXES:
-        out[prefix.encode()] = None
+    for convention in CONVENTIONS:
+        out.update(dict.fromkeys(convention.marker_bytes))
     return tuple(out)
 
 
-#: For searches in serialized spans (the service): see :func:`_marker_bytes`.
+#: Byte strings of which every serialized span :func:`classify` does not call OTHER contains
+#: at least one (the service's search in serialized spans).
 MARKER_BYTES: tuple[bytes, ...] = _marker_bytes()
 
 

@@ -54,11 +54,16 @@ class SpanConvention:
             span with none of the registry's keys without reading it further).
         marker_name_prefixes: span-name prefixes that mark a candidate span when none of
             the keys is present (e.g. the MCP SDK's ``MCP send tools/call``).
+        marker_bytes: byte strings at least one of which occurs in the serialized form of
+            every span this convention classifies (a key, a key's prefix, or a value the
+            convention requires), for searches in serialized spans (the service); as few
+            as possible, since each is one more search over a batch.
     """
 
     name: str = "convention"
     marker_keys: frozenset[str] = frozenset()
     marker_name_prefixes: tuple[str, ...] = ()
+    marker_bytes: tuple[bytes, ...] = ()
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         """What the span is under this convention, or ``None`` if the convention does not

@@ -102,6 +102,7 @@ class GenAIConvention(SpanConvention):
     name = "genai"
     marker_keys = frozenset({OPERATION, *(k for pair in _USAGE_PAIRS for k in pair)})
     marker_name_prefixes = ("execute_tool ", "invoke_agent")
+    marker_bytes = (b"gen_ai.", b"execute_tool ", b"invoke_agent")
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         a = span.attributes

@@ -52,6 +52,7 @@ class LlamaIndexConvention(SpanConvention):
 
     name = "llamaindex-openllmetry"
     marker_keys = frozenset({KIND})
+    marker_bytes = (b".span.kind",)
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         a = span.attributes

@@ -37,6 +37,7 @@ class MCPConvention(SpanConvention):
     name = "mcp"
     marker_keys = frozenset({METHOD})
     marker_name_prefixes = _NAME_PREFIXES[:2]
+    marker_bytes = (b"tools/call",)  # the required method value, and in both name prefixes
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         method = span.attributes.get(METHOD)

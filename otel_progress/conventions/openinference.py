@@ -33,6 +33,7 @@ class OpenInferenceConvention(SpanConvention):
 
     name = "openinference"
     marker_keys = frozenset({KIND, "llm.token_count.prompt", "llm.token_count.completion", "llm.token_count.total"})
+    marker_bytes = (b".span.kind", b"llm.token_count")
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         a = span.attributes

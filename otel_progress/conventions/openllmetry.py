@@ -79,6 +79,7 @@ class OpenLLMetryConvention(SpanConvention):
 
     name = "openllmetry"
     marker_keys = frozenset({KIND})
+    marker_bytes = (b".span.kind",)
 
     def classify(self, span: SpanRecord) -> SpanKind | None:
         kind = span.attributes.get(KIND)
