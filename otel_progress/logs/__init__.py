@@ -14,8 +14,10 @@ having read it.
 
 from __future__ import annotations
 
+from .agents.claude_code import ClaudeCodeLogs
 from .agents.codex import CodexConvention
 from .agents.gemini_cli import GeminiCliConvention
+from .agents.qwen_code import QwenCodeLogs
 from .base import (
     EVIDENCE_ARGUMENTS,
     EVIDENCE_FULL,
@@ -39,8 +41,10 @@ __all__ = [
 
 #: The log conventions, one per agent (each module under ``otel_progress.logs.agents``).
 LOG_CONVENTIONS: tuple[LogConvention, ...] = (
+    ClaudeCodeLogs(),
     CodexConvention(),
     GeminiCliConvention(),
+    QwenCodeLogs(),
 )
 
 

@@ -1,0 +1,242 @@
+"""The real Claude Code CLI (``@anthropic-ai/claude-code`` from npm, its native binary called
+directly) run by ``claude -p`` against a scripted Anthropic Messages API on 127.0.0.1,
+exporting OTLP/HTTP JSON logs and beta traces to a receiver on 127.0.0.1; the captured
+``claude_code.*`` records go through the Claude Code reader and the engine.
+
+Scenarios (``-details``: with ``OTEL_LOG_TOOL_DETAILS=1``; ``-default``: without it):
+
+- ``loop``: the same Bash command with the same output six times. With details the
+  arguments are known and only the result's size: caught as ``frequency`` on the identical
+  request, marked ``progress.evidence_level = arguments``, never as a repeat cycle (equal
+  sizes do not prove equal output). By default only names and success are known: no
+  detection, by design (documented in docs/coding-agents.md).
+- ``failing-command``: the same failing Bash command five times. With details it is the
+  identical failing request (``error_recurrence`` at the third); by default the recurring
+  error type (``ShellError``) at the fifth, at level ``names``.
+- ``failing-edit``: the same Edit whose ``old_string`` is not in the file, four times.
+  Claude Code rejects it while validating its input and logs nothing for it (no
+  ``tool_result``, no span): the loop is invisible to its telemetry, and the test checks
+  that absence.
+- ``healthy``: different commands with new output each time: no detection.
+
+The captures are kept as golden files (``golden/claude-code-<version>-<scenario>.jsonl``,
+``….traces.jsonl`` for the beta traces) so the golden tests run without the CLI;
+``OTEL_PROGRESS_UPDATE_GOLDEN=1`` rewrites them from a fresh capture.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES
+from otel_progress.model import Reason
+
+from .cli_capture import (
+    GOLDEN,
+    UPDATE_ENV,
+    Receiver,
+    detect,
+    npm_install,
+    observations,
+    read_records,
+    unavailable,
+    write_jsonl,
+)
+from .fake_anthropic import FakeAnthropic
+
+VERSION = "2.1.332"
+_PLATFORMS = {("Linux", "x86_64"): "linux-x64", ("Linux", "aarch64"): "linux-arm64"}
+
+NOTES = "the first line\nthe second line\n"
+_CAT = [("Bash", {"command": "cat notes.txt", "description": "Show the notes"})]
+_CHECK = [("Bash", {"command": "ls notes.fixed", "description": "Check the fix"})]
+_EDIT = [("Edit", {"file_path": "{cwd}/notes.txt", "old_string": "the line that is not there",
+                   "new_string": "the line the agent wants"})]
+_READ = [("Read", {"file_path": "{cwd}/notes.txt"})]
+
+#: scenario -> (script of tool calls per model turn, OTEL_LOG_TOOL_DETAILS)
+SCENARIOS: dict[str, tuple[list[list[tuple[str, dict[str, Any]]]], bool]] = {
+    "loop-details": ([_CAT] * 6, True),
+    "loop-default": ([_CAT] * 6, False),
+    "failing-command-details": ([_CHECK] * 5, True),
+    "failing-command-default": ([_CHECK] * 5, False),
+    "failing-edit-details": ([_READ] + [_EDIT] * 4, True),
+    "healthy-details": ([
+        _CAT,
+        [("Bash", {"command": "printf 'step two\\n' > todo.txt", "description": "Write the todo"})],
+        [("Bash", {"command": "cat todo.txt", "description": "Show the todo"})],
+        [("Bash", {"command": "wc -l notes.txt todo.txt", "description": "Count lines"})],
+        [("Bash", {"command": "ls", "description": "List"})],
+    ], True),
+}
+
+#: The ``claude_code.tool_result`` attributes the reader relies on, by setting.
+READ_KEYS = frozenset({"tool_name", "tool_use_id", "success", "duration_ms", "session.id", "prompt.id",
+                       "event.sequence", "tool_result_size_bytes"})
+DETAIL_KEYS = frozenset({"tool_input"})
+
+
+#: scenario -> the detections (reason, turn, evidence level), for the capture and its golden file
+EXPECTED: dict[str, list[tuple[str, int, str | None]]] = {
+    "loop-details": [("frequency", 4, EVIDENCE_ARGUMENTS)],
+    "loop-default": [],
+    "failing-command-details": [("error_recurrence", 3, EVIDENCE_ARGUMENTS)],
+    "failing-command-default": [("error_recurrence", 5, EVIDENCE_NAMES)],
+    "failing-edit-details": [],
+    "healthy-details": [],
+}
+
+
+def brief(path: Path) -> list[tuple[str, int, str | None]]:
+    return [(d.reason.value, d.turn, d.figures.get("evidence_level")) for d in detect(path)]
+
+
+def golden(scenario: str, signal: str = "") -> Path:
+    return GOLDEN / f"claude-code-{VERSION}-{scenario}{'.' + signal if signal else ''}.jsonl"
+
+
+def _binary() -> Path:
+    name = _PLATFORMS.get((platform.system(), platform.machine()))
+    if name is None:
+        pytest.skip(f"no Claude Code native package for {platform.system()} {platform.machine()}")
+    modules = npm_install("@anthropic-ai/claude-code", VERSION, "claude-code")
+    binary = modules / "@anthropic-ai" / f"claude-code-{name}" / "claude"
+    if not binary.exists():
+        unavailable(f"the native binary {binary} was not installed")
+    return binary
+
+
+def capture(scenario: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
+    """Run the CLI through one scenario; the logs and trace export requests it sent."""
+    script, details = SCENARIOS[scenario]
+    binary = _binary()
+    work = tmp_path / "work"
+    home = tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / "notes.txt").write_text(NOTES)
+    cwd = str(work)
+    script = [[(name, {k: v.replace("{cwd}", cwd) if isinstance(v, str) else v for k, v in args.items()})
+               for name, args in turn] for turn in script]
+    with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.") as api:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
+            "IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_TRACES_EXPORTER": "otlp", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_LOGS_EXPORT_INTERVAL": "500", "OTEL_BSP_SCHEDULE_DELAY": "500",
+        }
+        if details:
+            env["OTEL_LOG_TOOL_DETAILS"] = "1"
+            env["OTEL_LOG_TOOL_CONTENT"] = "1"
+        try:
+            done = subprocess.run(
+                [str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
+                 "--dangerously-skip-permissions"],
+                cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired:
+            pytest.fail("claude -p did not finish within 120 s")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"subtype":"success"' in done.stdout
+        return list(receiver.requests["logs"]), list(receiver.requests["traces"]), api
+
+
+def tool_results(path: Path) -> list[Any]:
+    return [r for r in read_records(path) if r.event_name in ("claude_code.tool_result", "tool_result")]
+
+
+# -- the real CLI ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_real_cli_capture_has_what_the_reader_relies_on(scenario: str, tmp_path: Path) -> None:
+    logs, traces, api = capture(scenario, tmp_path)
+    script, details = SCENARIOS[scenario]
+    assert len([r for r in api.requests if r.get("tools")]) >= len(script)
+    path = tmp_path / "logs.jsonl"
+    write_jsonl(path, logs)
+    results = tool_results(path)
+    tools = [t for turn in script for t, _ in turn]
+    logged = [t for t in tools if t != "Edit"]  # a rejected Edit is never logged (see the module)
+    assert [r.attributes["tool_name"] for r in results] == logged
+    for record in results:
+        keys = set(record.attributes)
+        if record.attributes.get("success") == "true":
+            assert keys >= READ_KEYS, READ_KEYS - keys
+        assert (keys >= DETAIL_KEYS) == details
+    assert brief(path) == EXPECTED[scenario]
+    if os.environ.get(UPDATE_ENV) == "1":
+        write_jsonl(golden(scenario), logs)
+        write_jsonl(golden(scenario, "traces"), traces)
+
+
+# -- the golden files (no CLI needed) --------------------------------------------------------
+
+
+def _golden(scenario: str) -> Path:
+    path = golden(scenario)
+    if not path.exists():
+        pytest.fail(f"{path.name} is missing: run with {UPDATE_ENV}=1 where the CLI can be installed")
+    return path
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_file_gives_the_expected_detections(scenario: str) -> None:
+    assert brief(_golden(scenario)) == EXPECTED[scenario]
+
+
+def test_loop_with_details_is_caught_on_the_identical_request_at_arguments_level() -> None:
+    dets = detect(_golden("loop-details"))
+    assert [(d.reason, d.turn) for d in dets] == [(Reason.FREQUENCY, 4)]
+    attrs = dets[0].event_attributes()
+    assert attrs["progress.evidence_level"] == EVIDENCE_ARGUMENTS
+    assert attrs["progress.tool"] == "Bash"
+    assert all(o.evidence_level == EVIDENCE_ARGUMENTS for o in observations(_golden("loop-details"))
+               if o.kind == "tool")
+
+
+def test_loop_by_default_is_not_claimed_names_only() -> None:
+    path = _golden("loop-default")
+    assert {o.evidence_level for o in observations(path) if o.kind == "tool"} == {EVIDENCE_NAMES}
+    assert detect(path) == []
+
+
+def test_failing_command_with_details_is_the_identical_failing_request() -> None:
+    dets = detect(_golden("failing-command-details"))
+    assert [(d.reason, d.turn) for d in dets] == [(Reason.ERROR_RECURRENCE, 3)]
+    attrs = dets[0].event_attributes()
+    assert attrs["progress.identical_requests"] == 3
+    assert attrs["progress.evidence_level"] == EVIDENCE_ARGUMENTS
+
+
+def test_failing_command_by_default_is_the_recurring_error_type() -> None:
+    dets = detect(_golden("failing-command-default"))
+    assert [(d.reason, d.turn) for d in dets] == [(Reason.ERROR_RECURRENCE, 5)]
+    attrs = dets[0].event_attributes()
+    assert attrs["progress.evidence_level"] == EVIDENCE_NAMES
+    assert "progress.identical_requests" not in attrs
+
+
+def test_rejected_edits_leave_no_record() -> None:
+    path = _golden("failing-edit-details")
+    assert [r.attributes["tool_name"] for r in tool_results(path)] == ["Read"]
+    assert detect(path) == []
+
+
+def test_healthy_run_has_no_detection() -> None:
+    path = _golden("healthy-details")
+    assert len(tool_results(path)) == 5
+    assert detect(path) == []
+
+
+def test_tokens_come_from_api_requests() -> None:
+    tokens = [o.tokens for o in observations(_golden("loop-details")) if o.kind == "tokens"]
+    assert len(tokens) >= 7 and all(t == 150 for t in tokens)  # the fake API's 120 in + 30 out

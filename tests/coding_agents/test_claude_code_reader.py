@@ -1,0 +1,96 @@
+"""The Claude Code log reader (otel_progress.logs.agents.claude_code) on records shaped as
+Claude Code 2.1.332 exports them (values copied from a captured ``claude -p`` run: strings
+for booleans and counts, the event's full name in the body, ``event.name`` without the
+prefix), and on odd values, which must never raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogRecordView, read_log
+from otel_progress.logs.agents.claude_code import ClaudeCodeLogs
+from otel_progress.model import NOT_CAPTURED
+
+SESSION = "a1467fa1-0d64-458e-b8ef-2c89d849d39f"
+PROMPT = "fe160ee7-970a-49f8-9ef2-637a8e46cb3f"
+SCOPE = "com.anthropic.claude_code.events"
+
+
+def _record(kind: str, seq: int = 7, **attributes: Any) -> LogRecordView:
+    attrs = {"session.id": SESSION, "prompt.id": PROMPT, "event.name": kind, "event.sequence": seq,
+             "event.timestamp": "2026-12-01T10:28:00.456Z", **attributes}
+    return LogRecordView(time_ns=1796120880456000000, event_name=kind, body=f"claude_code.{kind}",
+                         attributes=attrs, scope=SCOPE, resource={"service.name": "claude-code"}, index=seq)
+
+
+def _result(**attributes: Any) -> LogRecordView:
+    base = {"tool_name": "Bash", "tool_use_id": "toolu_01", "success": "true", "duration_ms": "107",
+            "tool_input_size_bytes": "44", "tool_result_size_bytes": "5"}
+    return _record("tool_result", **{**base, **attributes})
+
+
+def test_default_tool_result_is_names_evidence_with_the_size_as_a_partial_result() -> None:
+    obs = read_log(_result())
+    assert obs is not None and obs.kind == "tool" and obs.call is not None
+    assert obs.run_key == f"claude_code|{SESSION}|{PROMPT}"
+    assert obs.order[0] == 7
+    assert obs.evidence_level == EVIDENCE_NAMES == obs.call.evidence_level
+    assert obs.call.arguments is NOT_CAPTURED
+    assert obs.call.result_truncated and obs.call.result == "<5 bytes>"
+    assert obs.call.end_ns - obs.call.start_ns == 107_000_000
+    assert obs.call.span_id == "toolu_01" and obs.agent == "claude-code"
+
+
+def test_tool_details_give_the_arguments() -> None:
+    obs = read_log(_result(tool_input='{"command":"echo hello","description":"say"}'))
+    assert obs is not None and obs.call is not None
+    assert obs.evidence_level == EVIDENCE_ARGUMENTS
+    assert obs.call.arguments == {"command": "echo hello", "description": "say"}
+
+
+def test_a_cut_command_is_restored_from_full_command_and_other_cut_values_are_not_trusted() -> None:
+    long = "echo " + "x" * 700 + " end"
+    cut = long[:128] + "…[709 chars]"
+    obs = read_log(_result(tool_input=f'{{"command":"{cut}","description":"long"}}',
+                           tool_parameters=f'{{"bash_command":"echo","full_command":"{long}"}}'))
+    assert obs is not None and obs.call is not None
+    assert obs.evidence_level == EVIDENCE_ARGUMENTS and obs.call.arguments["command"] == long
+    edit = read_log(_result(tool_name="Edit", tool_input='{"file_path":"a.py","old_string":"' + "y" * 128
+                            + '…[900 chars]","new_string":"z"}'))
+    assert edit is not None and edit.call is not None
+    # a cut value is never proof that two requests are the same: names only
+    assert edit.evidence_level == EVIDENCE_NAMES and edit.call.arguments is NOT_CAPTURED
+
+
+def test_a_failure_carries_its_type_and_message_and_no_result() -> None:
+    obs = read_log(_result(success="false", error_type="ShellError", error="Shell command failed",
+                           tool_result_size_bytes=None))
+    assert obs is not None and obs.call is not None
+    assert obs.call.error and obs.call.error_type == "ShellError"
+    assert obs.call.error_message == "Shell command failed"
+    assert obs.call.result is NOT_CAPTURED
+
+
+def test_api_requests_give_tokens_and_decisions_nothing() -> None:
+    tokens = read_log(_record("api_request", 6, input_tokens=120, output_tokens=30, model="m"))
+    assert tokens is not None and tokens.kind == "tokens" and tokens.tokens == 150
+    decision = read_log(_record("tool_decision", 5, decision="accept", tool_name="Bash"))
+    assert decision is not None and decision.kind == "other"
+
+
+def test_another_agents_tool_result_is_not_read_as_claude_code() -> None:
+    other = LogRecordView(event_name="tool_result", attributes={"session.id": "s", "tool_name": "x"})
+    obs = read_log(other)
+    assert obs is None or not obs.run_key.startswith("claude_code|")
+
+
+@pytest.mark.parametrize("odd", [
+    {"success": 1}, {"event.sequence": "not a number"}, {"tool_input": "{not json"}, {"tool_input": "[1, 2]"},
+    {"duration_ms": "9" * 400}, {"tool_result_size_bytes": [1]}, {"tool_name": None}, {"session.id": None},
+    {"tool_input": '{"command": {"nested": "' + "v" * 200 + '…[300 chars]"}}'},
+])
+def test_odd_values_never_raise(odd: dict[str, Any]) -> None:
+    obs = ClaudeCodeLogs().read(_result(**odd))  # the reader itself, not the registry's guard
+    assert obs is None or obs.kind == "tool"
