@@ -7,7 +7,9 @@ what it exports, for the Codex CLI and Gemini CLI tests.
 - :class:`Receiver` is a small OTLP/HTTP receiver on 127.0.0.1 (JSON bodies, with or
   without Content-Length) that keeps every export request it gets, by signal.
 - :func:`write_jsonl` writes captured requests in the Collector file exporter's format
-  (one ``Export*ServiceRequest`` per line): the golden files.
+  (one ``Export*ServiceRequest`` per line); :func:`slim` shortens, for the golden files,
+  the long attributes of records no reader reads (Gemini's prompt and model-response
+  records are hundreds of KiB per run).
 - :func:`read_records` decodes an OTLP/JSON logs file into
   :class:`~otel_progress.logs.LogRecordView` and :func:`detect` runs the readers and the
   engine over it, run by run (what ``scan`` does with logs).
@@ -29,7 +31,7 @@ from typing import Any
 import pytest
 
 from otel_progress import ProgressEngine
-from otel_progress.logs import LogObservation, LogRecordView, read_log
+from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
 from otel_progress.model import Detection
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -146,6 +148,38 @@ def write_jsonl(path: Path, requests: Iterable[dict[str, Any]]) -> None:
     with path.open("w") as out:
         for request in requests:
             out.write(json.dumps(request, separators=(",", ":")) + "\n")
+
+
+_SLIM_CHARS = 1024
+
+
+def _slim_attributes(items: list[dict[str, Any]]) -> None:
+    for kv in items or ():
+        value = kv.get("value") or {}
+        text = value.get("stringValue")
+        if isinstance(text, str) and len(text) > _SLIM_CHARS:
+            value["stringValue"] = f"[{len(text)} characters left out of the golden file]"
+
+
+def slim(requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Export requests for a golden file: records and spans no reader reads (prompts,
+    model requests and responses) keep their place, but their string attributes longer
+    than 1 KiB are replaced by their length; what the readers read is left as sent."""
+    read = event_names()
+    out = [json.loads(json.dumps(r)) for r in requests]
+    for request in out:
+        for resource_logs in request.get("resourceLogs", ()):
+            for scope_logs in resource_logs.get("scopeLogs", ()):
+                for record in scope_logs.get("logRecords", ()):
+                    attributes = _attrs(record.get("attributes"))
+                    if _event_name(record, attributes, _value(record.get("body"))) not in read:
+                        _slim_attributes(record.get("attributes"))
+        for resource_spans in request.get("resourceSpans", ()):
+            for scope_spans in resource_spans.get("scopeSpans", ()):
+                for span in scope_spans.get("spans", ()):
+                    if _attrs(span.get("attributes")).get("gen_ai.operation.name") != "tool_call":
+                        _slim_attributes(span.get("attributes"))
+    return out
 
 
 def _value(v: Any) -> Any:

@@ -1,0 +1,165 @@
+"""The real Gemini CLI (``@google/gemini-cli`` from npm, its bundled ``gemini.js`` run by
+node) in headless mode (``gemini -p ... --yolo --output-format stream-json``) against a
+scripted Gemini API on 127.0.0.1 (``GOOGLE_GEMINI_BASE_URL``), exporting OTLP/HTTP JSON logs
+and traces (``telemetry.traces``) to a receiver on 127.0.0.1; the captured
+``gemini_cli.tool_call`` records go through the Gemini CLI reader and the engine.
+
+Gemini's logs give a tool call's arguments but only the size of its result
+(``content_length``): evidence ``arguments``. What that can prove: the identical request
+failing the same way (``failing-edit``: the same ``replace`` whose text is not in the file,
+four times: ``error_recurrence``); the identical request again and again (``loop``: two
+commands in turn, four times each) is claimed only as ``frequency`` of the identical request, marked
+``progress.evidence_level = arguments``; ``healthy`` (different commands) is clean. The
+captures are kept as golden files (``golden/gemini-cli-<version>-<scenario>.jsonl``, and
+``...-<scenario>.traces.jsonl`` for the spans); ``OTEL_PROGRESS_UPDATE_GOLDEN=1`` rewrites
+them from a fresh capture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from otel_progress.model import Reason
+
+from .cli_capture import (
+    GOLDEN,
+    UPDATE_ENV,
+    Receiver,
+    detect,
+    npm_install,
+    observations,
+    read_records,
+    slim,
+    unavailable,
+    write_jsonl,
+)
+from .fake_gemini import FakeGeminiAPI, Step
+
+VERSION = "0.61.0"
+SHELL = "run_shell_command"
+EDIT = {"file_path": "notes.txt", "instruction": "Replace the missing line.",
+        "old_string": "the line that is not there", "new_string": "the line the agent wants"}
+
+SCENARIOS: dict[str, list[Step]] = {
+    # two commands in turn (Gemini CLI's own detector stops the fifth identical call in a row)
+    "loop": [Step(tool=SHELL, args={"command": "cat notes.txt"}), Step(tool=SHELL, args={"command": "ls"})] * 4
+    + [Step(message="Same notes.")],
+    "failing-edit": [Step(tool=SHELL, args={"command": "cat notes.txt"})] + [Step(tool="replace", args=EDIT)] * 4
+    + [Step(message="The edit does not apply.")],
+    "healthy": [
+        Step(tool=SHELL, args={"command": "cat notes.txt"}),
+        Step(tool=SHELL, args={"command": "printf 'step two\\n' > todo.txt"}),
+        Step(tool=SHELL, args={"command": "cat todo.txt"}),
+        Step(tool=SHELL, args={"command": "wc -l notes.txt todo.txt"}),
+        Step(tool=SHELL, args={"command": "ls"}),
+        Step(message="All steps done."),
+    ],
+}
+
+#: The ``gemini_cli.tool_call`` attributes the reader relies on.
+READ_KEYS = frozenset({"function_name", "function_args", "success", "prompt_id", "content_length", "duration_ms",
+                       "session.id", "event.timestamp"})
+
+
+def tool_call_keys(path: Path) -> set[str]:
+    """The attribute keys every ``gemini_cli.tool_call`` record of a logs file has."""
+    keys = [set(r.attributes) for r in read_records(path) if r.event_name == "gemini_cli.tool_call"]
+    assert keys, f"no gemini_cli.tool_call in {path.name}"
+    return set.intersection(*keys)
+
+
+def _entry() -> tuple[str, Path]:
+    node = shutil.which("node")
+    if node is None:
+        unavailable("node is needed to run the Gemini CLI")
+    entry = npm_install("@google/gemini-cli", VERSION, "gemini-cli") / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+    if not entry.exists():
+        unavailable(f"the Gemini CLI package has no bundle at {entry}")
+    return node, entry
+
+
+def capture(scenario: str, tmp: Path) -> tuple[Path, Path]:
+    """Run the scenario with the real CLI; the paths of the captured logs and traces."""
+    node, entry = _entry()
+    home, work = tmp / "home", tmp / "work"
+    (home / ".gemini").mkdir(parents=True)
+    work.mkdir()
+    (work / "notes.txt").write_text("alpha\nbeta\n")
+    with FakeGeminiAPI(SCENARIOS[scenario]) as api, Receiver() as receiver:
+        settings = {
+            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": receiver.endpoint,
+                          "otlpProtocol": "http", "traces": True, "logPrompts": True},
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+        }
+        (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "NO_COLOR": "1",
+               "GOOGLE_GEMINI_BASE_URL": api.base_url, "GEMINI_API_KEY": "not-a-key"}
+        done = subprocess.run(
+            [node, str(entry), "-p", "Read notes.txt and act on it.", "--yolo", "--skip-trust",
+             "--output-format", "stream-json"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"type":"result"' in done.stdout, done.stdout[-2000:]
+        logs, traces = list(receiver.requests["logs"]), list(receiver.requests["traces"])
+    paths = tmp / f"gemini-cli-{VERSION}-{scenario}.jsonl", tmp / f"gemini-cli-{VERSION}-{scenario}.traces.jsonl"
+    write_jsonl(paths[0], logs)
+    write_jsonl(paths[1], traces)
+    if os.environ.get(UPDATE_ENV) == "1":
+        write_jsonl(GOLDEN / paths[0].name, slim(logs))
+        write_jsonl(GOLDEN / paths[1].name, slim(traces))
+    return paths
+
+
+def check_scenario(scenario: str, path: Path) -> None:
+    """What the reader and the engine must find in a logs capture of ``scenario``."""
+    found = observations(path)
+    tools = [o.call for o in found if o.kind == "tool" and o.call is not None]
+    assert any(o.kind == "tokens" and o.tokens > 0 for o in found), "gemini_cli.api_response counts"
+    assert len({o.run_key for o in found}) == 1, "one session.id and prompt_id"
+    assert all(c.evidence_level == "arguments" for c in tools)
+    detections = detect(path)
+    if scenario == "loop":
+        assert len(tools) == 8 and not any(c.error for c in tools)
+        assert len({json.dumps(c.arguments, sort_keys=True) for c in tools}) == 2
+        assert detections, "the same two requests four times each"
+        assert detections[0].turn == 7 and detections[0].figures.get("count") == 4
+        for detection in detections:
+            assert detection.event_attributes()["progress.evidence_level"] == "arguments"
+            # equal sizes never prove equal results: only the identical request is claimed
+            assert detection.reason is Reason.FREQUENCY, detection
+    elif scenario == "failing-edit":
+        edits = [c for c in tools if c.name == "replace"]
+        assert len(edits) == 4 and all(c.error for c in edits)
+        first = next(d for d in detections if d.reason is Reason.ERROR_RECURRENCE)
+        assert first.figures.get("identical_requests") == 3 and first.turn == 4
+    else:
+        assert len(tools) == 5 and not any(c.error for c in tools)
+        assert detections == [], detections
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_capture(scenario: str) -> None:
+    path = GOLDEN / f"gemini-cli-{VERSION}-{scenario}.jsonl"
+    assert path.exists(), f"{path.name} is missing: run with {UPDATE_ENV}=1 and the CLI installed"
+    check_scenario(scenario, path)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_real_cli(scenario: str, tmp_path: Path) -> None:
+    logs, _traces = capture(scenario, tmp_path)
+    check_scenario(scenario, logs)
+    # a golden file (long unread attributes shortened) gives what the full capture gives
+    slimmed = tmp_path / "slim.jsonl"
+    write_jsonl(slimmed, slim(json.loads(line) for line in logs.read_text().splitlines()))
+    assert detect(slimmed) == detect(logs)
+    # the golden file still has every attribute the reader relies on, as the CLI does
+    assert tool_call_keys(logs) >= READ_KEYS
+    golden = GOLDEN / logs.name
+    if golden.exists():
+        assert tool_call_keys(golden) >= READ_KEYS
