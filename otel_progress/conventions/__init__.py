@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import SpanConvention, ToolContent
+from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .genai import GenAIConvention
 from .google_adk import GoogleADKConvention
@@ -64,6 +65,7 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
     MCPConvention(),
+    ClaudeCodeConvention(),
     GenAIConvention(),
 )
 

@@ -1,0 +1,65 @@
+"""Claude Code's beta traces (golden captures of the real CLI, see test_claude_code_cli.py)
+through ``otel-progress scan``'s reader: with ``OTEL_LOG_TOOL_CONTENT=1`` the
+``tool.output`` event gives the arguments and the whole output (level ``full``: every
+signal applies); without it the spans carry tool names only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_progress.conventions import SpanRecord, read_tool
+from otel_progress.conventions.claude_code import ClaudeCodeConvention
+from otel_progress.scan import scan_paths
+
+from .test_claude_code_cli import golden
+
+
+def _traces(scenario: str) -> Path:
+    path = golden(scenario, "traces")
+    if not path.exists():
+        pytest.fail(f"{path.name} is missing (see test_claude_code_cli.py)")
+    return path
+
+
+def _scan(scenario: str) -> list[tuple[str, int]]:
+    result = scan_paths([str(_traces(scenario))], progress=False)
+    assert sum(r.tool_calls for r in result.reports) > 0
+    return [(d.reason.value, d.turn) for r in result.reports for d in r.detections]
+
+
+def test_loop_with_tool_content_is_a_repeat_cycle_at_the_second_call() -> None:
+    assert _scan("loop-details")[0] == ("repeat_cycle", 2)
+
+
+def test_loop_without_tool_content_has_names_only_and_no_detection() -> None:
+    assert _scan("loop-default") == []
+
+
+def test_healthy_run_has_no_detection() -> None:
+    assert _scan("healthy-details") == []
+
+
+def test_the_output_event_gives_arguments_and_result() -> None:
+    span = SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
+                      attributes={"span.type": "tool", "gen_ai.operation.name": "execute_tool",
+                                  "gen_ai.tool.name": "Bash", "full_command": "cat notes.txt"},
+                      events=[("tool.output", {"bash_command": "cat notes.txt", "output": "the first line"})])
+    content = read_tool(span)
+    assert content.name == "Bash"
+    assert content.arguments == {"bash_command": "cat notes.txt"}
+    assert content.result == "the first line"
+    bare = SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
+                      attributes={"span.type": "tool", "gen_ai.operation.name": "execute_tool",
+                                  "gen_ai.tool.name": "Bash", "full_command": "cat notes.txt"})
+    content = read_tool(bare)
+    assert content.arguments == {"command": "cat notes.txt"} and content.result is None
+
+
+def test_odd_events_never_raise() -> None:
+    for events in ([("tool.output", None)], [("tool.output", {"output": ["x"], "content": 3})], [None], "x"):
+        span = SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
+                          attributes={"span.type": "tool", "gen_ai.tool.name": "Bash", "full_command": 7},
+                          events=events)  # type: ignore[arg-type]
+        ClaudeCodeConvention().read_tool(span)
