@@ -270,7 +270,8 @@ class ResultMemory:
         self.learned: dict[str, frozenset[str]] | None = None  # tool -> fields learned volatile
         # tool -> (request digest, {field: value} of opaque scalars, digest of the rest)
         self._last: dict[str, tuple[int, dict[str, Any], int]] | None = None
-        self._prose: dict[str, tuple[int, str]] | None = None  # tool -> (request, its last text result)
+        # tool -> (request, its last text result or JSON object with a prose field)
+        self._prose: dict[str, tuple[int, Any]] | None = None
         self._commands: set[int] | None = None  # request digests of the commands sent so far
 
     def new_command(self, request: int) -> bool:
@@ -326,17 +327,41 @@ class ResultMemory:
         self.learned[tool] = known | changed
         return True
 
-    def reworded(self, tool: str, request: int, text: str) -> bool:
-        """Whether ``text`` answers ``tool``'s previous request again in other words (the
-        first wording stays the reference); remembers ``text`` otherwise."""
+    def reworded(self, tool: str, request: int, result: str | Mapping[str, Any]) -> bool:
+        """Whether ``result`` answers ``tool``'s previous request again in other words (the
+        first wording stays the reference); remembers ``result`` otherwise.
+
+        A text is compared whole (:func:`same_prose`). A JSON object qualifies when it has
+        the keys of the previous answer, and every top-level value that differs is a text
+        that rewords the previous one (a page's title and URL unchanged, its description
+        in other words); only objects with a prose field (a text of 40+ characters with a
+        space, at the top level) are remembered."""
         prose = self._prose
         if prose is None:
             prose = self._prose = {}
         last = prose.get(tool)
-        if last is not None and last[0] == request and same_prose(text, last[1]):
+        if last is not None and last[0] == request and _reworded(result, last[1]):
             return True
-        if len(text) <= _MAX_PROSE:
+        if (isinstance(result, str) and len(result) <= _MAX_PROSE) or _has_prose_field(result):
             if last is None and len(prose) >= _MAX_LEARN_TOOLS:
                 prose.pop(next(iter(prose)))
-            prose[tool] = (request, text)
+            prose[tool] = (request, result)
+        elif last is not None:
+            del prose[tool]
         return False
+
+
+def _has_prose_field(result: Any) -> bool:
+    if not isinstance(result, Mapping) or len(result) > _MAX_LEARN_KEYS:
+        return False
+    return any(isinstance(v, str) and 40 <= len(v) <= _MAX_PROSE and " " in v for v in result.values())
+
+
+def _reworded(new: Any, old: Any) -> bool:
+    if isinstance(new, str):
+        return isinstance(old, str) and same_prose(new, old)
+    if not isinstance(new, Mapping) or not isinstance(old, Mapping) or new.keys() != old.keys():
+        return False
+    changed = [k for k in new if new[k] != old[k]]
+    return bool(changed) and all(
+        isinstance(new[k], str) and isinstance(old[k], str) and same_prose(new[k], old[k]) for k in changed)

@@ -338,7 +338,8 @@ class Pipeline:
             empty = is_empty(parsed)
             silent = empty and is_silent(parsed)
             ack = not call.error and not empty and is_ack(parsed)
-            if run is not None and type(parsed) is str and not empty and not call.error:
+            if run is not None and not empty and not call.error and (
+                    type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
                 incidental = self.memory(run).reworded(name, call_digest, parsed)
         error: int | None = None
         if call.error:

@@ -218,6 +218,19 @@ def test_a_reworded_transcription_of_the_same_page_is_not_new() -> None:
     assert brief(run(seq))[:1] == [(4, "signature_repeat", 1)]
 
 
+def test_a_reworded_page_description_with_the_same_title_and_url_is_not_new() -> None:
+    seq = [call("browser_click", {"selector": "#pay"},
+                json.dumps({"title": "Checkout", "url": "https://shop.test/checkout", "description": page}))
+           for page in PAGES]
+    dets = run(seq)
+    assert dets and dets[0].turn <= 5
+    # the same page with a figure that changed is new each time
+    seq = [call("browser_click", {"selector": "#pay"},
+                json.dumps({"title": "Checkout", "url": "https://shop.test/checkout",
+                            "description": PAGES[0].replace("4411", str(4411 + i))})) for i in range(6)]
+    assert run(seq) == []
+
+
 def test_different_pages_in_similar_words_are_new() -> None:
     seq = [call("click", {"element": f"a#item{i}"}, f"The page shows the product page for item {i} with a"
                 f" price of {10 + i} dollars and an Add to cart button.") for i in range(6)]
