@@ -148,8 +148,13 @@ def command_of(args: Any) -> str | None:
     arguments' shape only, never from the tool's name."""
     if not isinstance(args, Mapping) or not args or len(args) > 8:
         return None
-    for key, value in args.items():
-        if type(key) is str and _is_command_key(key):
+    cache = _COMMAND_KEY_CACHE
+    for key in args:
+        hit = cache.get(key) if type(key) is str else False
+        if hit is None:
+            hit = _is_command_key(key)
+        if hit:
+            value = args[key]
             if isinstance(value, str) and value.strip():
                 return value
             if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):

@@ -380,10 +380,10 @@ class Pipeline:
                 world = self.memory(run).new_command(call_digest) and silent
             elif ack:
                 world = not repeated
+        # (positional, in CallFacts' field order: cheaper than keywords on this path)
         return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id, command=command is not None, silent=silent,
-                         wait=waits and not call.error, wait_command=waits, incidental=incidental,
-                         world=world, repeat=repeated, partial=partial)
+                         call.span_id, command is not None, silent, world, repeated,
+                         waits and not call.error, waits, incidental, partial)
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:
