@@ -92,27 +92,31 @@ def _is_python(word: str) -> bool:
     return os.path.basename(word).startswith("python")
 
 
-def _split_command(command: Sequence[str]) -> tuple[list[str], str | None]:
-    """The command without a leading ``opentelemetry-instrument`` (and its options), and the
-    interpreter it runs when that is a Python (else None)."""
+def _split_command(command: Sequence[str]) -> tuple[list[str], list[str], str | None]:
+    """``(launcher, program, python)``: a leading ``opentelemetry-instrument`` with its own
+    options (kept as given), the program it runs, and that program's interpreter when it is
+    a Python (else None)."""
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    launcher: list[str] = []
     if cmd and os.path.basename(cmd[0]) == "opentelemetry-instrument":
-        cmd = cmd[1:]
-        while cmd and cmd[0].startswith("-"):  # its own --flags take a value each
-            cmd = cmd[2:] if "=" not in cmd[0] else cmd[1:]
+        launcher, cmd = cmd[:1], cmd[1:]
+        while cmd and cmd[0].startswith("-"):  # its own --flags take a value each (or --flag=value)
+            take = 1 if "=" in cmd[0] else 2
+            launcher += cmd[:take]
+            cmd = cmd[take:]
     python = None
     if cmd and _is_python(cmd[0]):
         python = shutil.which(cmd[0]) or cmd[0]
-    return cmd, python
+    return launcher, cmd, python
 
 
 def run_probe(python: str, environ: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     """Run the environment probe in ``python``; its data, or ``{"error": ...}``."""
     try:
         proc = subprocess.run([python, "-m", "otel_progress.doctor.probe"], env=dict(environ), capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+                              text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL, check=False)
     except FileNotFoundError:
         return {"error": f"{python}: no such interpreter", "python": python}
     except PermissionError:
@@ -134,11 +138,13 @@ def run_probe(python: str, environ: Mapping[str, str], timeout: float = PROBE_TI
     return data if isinstance(data, dict) else {"error": "the probe's output could not be read"}
 
 
-def _instrument_command(probe: Mapping[str, Any], command: list[str]) -> list[str]:
-    launcher = probe.get("opentelemetry_instrument") or shutil.which("opentelemetry-instrument")
-    if not launcher:
+def _instrument_command(probe: Mapping[str, Any], launcher: list[str], command: list[str]) -> list[str]:
+    if launcher:
+        return [*launcher, *command]
+    found = probe.get("opentelemetry_instrument") or shutil.which("opentelemetry-instrument")
+    if not found:
         raise DoctorError("opentelemetry-instrument was not found (pip install opentelemetry-instrumentation)")
-    return [str(launcher), *command]
+    return [str(found), *command]
 
 
 def _watched_env(environ: Mapping[str, str], report_path: str) -> dict[str, str]:
@@ -200,7 +206,7 @@ def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | 
              timeout: float | None = None, stdout_to_stderr: bool = False) -> DoctorReport:
     """Examine the environment and, given a ``command``, watch one run of it."""
     env = dict(os.environ if environ is None else environ)
-    cmd, python = _split_command(command or ())
+    launcher, cmd, python = _split_command(command or ())
     if command and not cmd:
         raise DoctorError("no command after '--'")
     probe = run_probe(python or sys.executable, env)
@@ -212,7 +218,7 @@ def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | 
         raise DoctorError(f"cannot examine {python}: {probe['error']}")
     if shutil.which(cmd[0], path=env.get("PATH")) is None:
         raise DoctorError(f"cannot run {cmd[0]!r}: not found, or not executable")
-    code, run, note = run_watched(_instrument_command(probe, cmd), env, timeout, stdout_to_stderr)
+    code, run, note = run_watched(_instrument_command(probe, launcher, cmd), env, timeout, stdout_to_stderr)
     report.returncode, report.run = code, run
     report.findings += run_findings(run, code, env)
     if note:

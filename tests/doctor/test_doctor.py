@@ -157,3 +157,14 @@ def test_timeout_stops_the_command() -> None:
     assert time.monotonic() - start < 90
     assert proc.returncode == 1
     assert "did not finish within 3 s" in proc.stdout
+
+
+def test_a_command_already_under_opentelemetry_instrument_keeps_its_options() -> None:
+    env = clean_env(**CONTENT)
+    del env["OTEL_TRACES_EXPORTER"]  # given as the launcher's option instead
+    proc = doctor("--format", "json", "--", str(BIN / "opentelemetry-instrument"), "--traces_exporter", "console",
+                  str(BIN / "python"), str(AGENT), env=env)
+    report = _json(proc)
+    assert report["command"] == [str(BIN / "python"), str(AGENT)]
+    assert report["run"]["tool_spans"] == 5
+    assert report["run"]["processor"]["wraps"] == ["BatchSpanProcessor(ConsoleSpanExporter)"]
