@@ -29,8 +29,10 @@ __all__ = ["BackgroundAnalysis"]
 _log = logging.getLogger("otel_progress.processor")
 
 # The queue's items are (_START, span, attributes at start, name at start[, parent span]),
-# (_END, ended span[, current span]) and (_MARK, threading.Event) for flush and shutdown.
-_START, _END, _MARK = 0, 1, 2
+# (_END, ended span[, current span]), (_MARK, threading.Event) for flush and shutdown, and
+# (_DROPPED, weak reference) for a span the application dropped (queued behind its end,
+# if it ended).
+_START, _END, _MARK, _DROPPED = 0, 1, 2, 3
 _PLAIN: Mapping[str, Any] = MappingProxyType({})  # the start snapshot of a plain span
 # The worker looks at the queue every _POLL_SECONDS while spans keep coming (it processed
 # some in the last _ACTIVE_SECONDS), every _IDLE_WAIT_SECONDS otherwise. The ending
@@ -136,8 +138,8 @@ class BackgroundAnalysis:
             what the inline mode does at a span's end (on the worker).
         fail: counts and logs an error.
         queue_full: ``queue_full("waited" | "overflow")``, for the metric.
-        idle: called by the worker each time it emptied the queue (every span end queued
-            so far has then been analysed).
+        forget: ``forget(weak reference)``: a span the application dropped, on the worker,
+            once every span end queued before it was dropped has been analysed.
     """
 
     def __init__(self, max_queue_size: int, max_spans: int,
@@ -146,7 +148,7 @@ class BackgroundAnalysis:
                  analyse_start: Callable[[Any, Mapping[str, Any], str, Any], None],
                  analyse_end: Callable[[Any, Any], Any],
                  fail: Callable[[str, BaseException], None], queue_full: Callable[[str], None],
-                 idle: Callable[[], None] | None = None) -> None:
+                 forget: Callable[[Any], None] | None = None) -> None:
         self.q = _Queue(max(1, int(max_queue_size)))
         self._max_spans = max_spans
         self._forward_start = forward_start
@@ -156,7 +158,7 @@ class BackgroundAnalysis:
         self._analyse_end = analyse_end
         self.fail = fail
         self._queue_full = queue_full
-        self._idle = idle
+        self._forget = forget
         # The ids of the spans whose start was queued and whose end was not seen yet
         # (the spans the worker will have in its tables), with whether they were plain
         # at their start.
@@ -164,6 +166,14 @@ class BackgroundAnalysis:
 
     def __len__(self) -> int:
         return len(self.q)
+
+    def dropped(self, ref: Any) -> None:
+        """The garbage collector's callback for a span the application dropped (any
+        thread, any moment): queue it behind everything queued so far (not once the worker
+        is stopped: then the tables' bounds drop its entries)."""
+        q = self.q
+        if not q.stopping:
+            q.items.append((_DROPPED, ref))
 
     # -- the threads that start and end spans -------------------------------------------
 
@@ -366,9 +376,6 @@ class BackgroundAnalysis:
             if q.waiting and len(items) < q.resume_at:
                 with q.room:
                     q.room.notify_all()
-        if self._idle is not None:
-            with q.busy:
-                self._idle()
         return not q.stopping
 
     def process(self, item: tuple[Any, ...]) -> None:
@@ -389,8 +396,13 @@ class BackgroundAnalysis:
                 self._analyse_start(item[1], item[2], item[3], item[4] if len(item) > 4 else None)
             except Exception as exc:
                 self.fail("on_start", exc)
-        else:
+        elif kind == _MARK:
             item[1].set()
+        elif self._forget is not None:
+            try:
+                self._forget(item[1])
+            except Exception as exc:
+                self.fail("forget a dropped span", exc)
 
 
 def _trim(table: dict[int, Any], limit: int) -> None:

@@ -207,13 +207,13 @@ class ProgressSpanProcessor(SpanProcessor):
                 forward_start=self._forward_start if self._starters else None,
                 forward_end=self._forward_end, inner_end=self._inner_end,
                 analyse_start=self._analyse_start, analyse_end=self._analysed,
-                fail=self._fail, queue_full=self._metrics.queue_full, idle=self._worker_idle)
+                fail=self._fail, queue_full=self._metrics.queue_full, forget=self._forget_dropped)
             self.on_start = self._handoff.on_start  # type: ignore[method-assign]
             self.on_end = self._handoff.on_end  # type: ignore[method-assign]
         self._tracker = RunTracker(
             self._engine, self._config, self._max_spans, deliver=self._deliver, emit=self._emit,
             wasted=self._metrics.wasted, evicted=self._metrics.runs_evicted, tool_call=self._tool_call_seen,
-            reap_at_start=self._handoff is None)
+            on_dead=self._handoff.dropped if self._handoff is not None else None)
         self._spans = self._tracker.spans  # (the same table: one attribute lookup less on every span)
         if self._public and not self._background:
             self.on_start = self._on_start_public  # type: ignore[method-assign]
@@ -230,15 +230,8 @@ class ProgressSpanProcessor(SpanProcessor):
         else:
             self._on_ending = self._forward_on_ending  # type: ignore[method-assign]
 
-    def _worker_idle(self) -> None:
-        """The worker emptied its queue: forget the spans the application dropped unended
-        (a span that ended was queued before it was dropped: its end is analysed by now,
-        unless the queue has filled again, which ``reap`` checks before each one)."""
-        tracker = self._tracker
-        handoff = self._handoff
-        if tracker._dead and handoff is not None:
-            items = handoff.q.items
-            tracker.reap(lambda: bool(items))
+    def _forget_dropped(self, ref: Any) -> None:
+        self._tracker.forget(ref)
 
     def _after_fork_in_child(self) -> None:
         # Other threads' locks may have been held at fork time: start afresh. The
@@ -438,7 +431,6 @@ class ProgressSpanProcessor(SpanProcessor):
             drained = handoff.drain(deadline)
             # From here on, spans are analysed inline, on the threads that end them.
             self._background = False
-            self._tracker.reap_at_start = True
             self.__dict__.pop("on_start", None)
             self.__dict__.pop("on_end", None)
             if self._public:

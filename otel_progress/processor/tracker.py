@@ -119,9 +119,11 @@ class RunTracker:
             their trace).
         wasted: ``wasted(agent, turns, tokens)`` for a run that ends after a detection.
         evicted: ``evicted(count)`` for runs the engine dropped before they ended.
-        reap_at_start: call :meth:`reap` at span starts (inline analysis); False: the
-            caller calls it when no span end is waiting to be analysed (background
-            analysis: a span's ended copy may still be queued when its live object goes).
+        on_dead: called (by the garbage collector, on any thread, at any moment: it must
+            only queue) with the weak reference of an agent or root span the application
+            dropped, to be passed to :meth:`forget` once every span end queued before
+            it has been analysed (background analysis: behind the queued ends); None: the
+            tracker queues it itself and forgets it at the next span start.
         tool_call: ``tool_call(call, span, attributes)`` for every tool call read
             (``None``: nothing).
     """
@@ -129,7 +131,7 @@ class RunTracker:
     def __init__(self, engine: ProgressEngine, config: Config, max_spans: int, deliver: Deliver,
                  emit: Callable[[Detection], None], wasted: Callable[[str | None, int, int], None],
                  evicted: Callable[[int], None], tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None = None,
-                 reap_at_start: bool = True) -> None:
+                 on_dead: Callable[[Any], Any] | None = None) -> None:
         self.engine = engine
         self.lock = threading.Lock()
         self.spans: dict[int, Entry] = {}
@@ -150,42 +152,42 @@ class RunTracker:
         # appended by the garbage collector's callback (any thread, any moment: it only
         # appends) and forgotten by reap() at the next start.
         self._dead: deque[_SpanRef] = deque()
-        self.reap_at_start = reap_at_start
+        self._on_dead = on_dead if on_dead is not None else self._dead.append
 
     def _ref(self, span: Any, tid: int, sid: int, agent: bool) -> Callable[[], Any]:
         try:
-            return _SpanRef(span, self._dead.append, tid, sid, agent)
+            return _SpanRef(span, self._on_dead, tid, sid, agent)
         except TypeError:  # a span type without weak references: hold it while it is open
             return lambda: span
 
-    def reap(self, wait: Callable[[], bool] | None = None) -> None:
-        """Forget the agent and root spans the application dropped without ending them
-        (the entries of a span that ended are gone already: nothing to do for them). To
-        be called when every end of a span dropped so far has been processed; ``wait``:
-        stop as soon as it says so (background analysis: a span end was queued since)."""
+    def reap(self) -> None:
+        """Forget the agent and root spans the application dropped since the last call."""
         dead = self._dead
-        count = len(dead)  # (only spans dropped before the check below)
-        if wait is not None and wait():
-            return
-        for _ in range(count):
+        while dead:
             try:
                 ref = dead.popleft()
             except IndexError:
-                break
-            if not ref.agent:
-                root = self.roots.get(ref.tid)
-                if root is not None and root[0] is ref:
-                    self.roots.pop(ref.tid, None)
-                continue
-            entry = self.spans.get(ref.sid)
-            if entry is not None and entry[2] == AGENT and entry[0][0].span is ref:
-                self.spans.pop(ref.sid, None)
-            with self.lock:
-                trace = self.traces.get(ref.tid)
-                run = trace.runs.get(format(ref.sid, "016x")) if trace is not None else None
-                if trace is not None and run is not None and run.span is ref:
-                    del trace.runs[run.hex]
-                    trace.open_agents -= 1
+                return
+            self.forget(ref)
+
+    def forget(self, ref: Any) -> None:
+        """An agent or root span was dropped by the application: if its entries are still
+        here, it never ended (the entries of a span that ended are gone already, provided
+        its end was processed before this call), and they are forgotten."""
+        if not ref.agent:
+            root = self.roots.get(ref.tid)
+            if root is not None and root[0] is ref:
+                self.roots.pop(ref.tid, None)
+            return
+        entry = self.spans.get(ref.sid)
+        if entry is not None and entry[2] == AGENT and entry[0][0].span is ref:
+            self.spans.pop(ref.sid, None)
+        with self.lock:
+            trace = self.traces.get(ref.tid)
+            run = trace.runs.get(format(ref.sid, "016x")) if trace is not None else None
+            if trace is not None and run is not None and run.span is ref:
+                del trace.runs[run.hex]
+                trace.open_agents -= 1
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -211,7 +213,7 @@ class RunTracker:
         """A span starts, with these attributes and name: register it if it is a tool,
         agent or model call, or inside a run; remember a local root. ``parent_span``:
         the parent span object, when known (a late agent kind is looked for on it)."""
-        if self._dead and self.reap_at_start:
+        if self._dead:
             self.reap()
         plain = CLASSIFY_KEYS.isdisjoint(attrs)
         if parent is None or parent[2]:
