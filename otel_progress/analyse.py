@@ -28,10 +28,11 @@ class TraceReport:
     tool_calls: int = 0
     #: spans that could not be read, as ``(span_id, reason)``: left out of the analysis
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    #: engine trace keys of the client runs (:func:`~otel_progress.spans.run_group`) this
-    #: trace's root tool calls joined; they outlive the trace (end them with the engine's
+    #: the client runs (:func:`~otel_progress.spans.run_group` keys) this trace's root tool
+    #: calls joined, with the detections those calls brought (not in ``detections``: they
+    #: belong to the client's run, which outlives the trace; end it with the engine's
     #: ``end_trace(key)`` when the input is done)
-    groups: set[str] = field(default_factory=set)
+    groups: dict[str, list[Detection]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,8 @@ def _replay(action: str, span: SpanRecord, lineage: Lineage, engine: ProgressEng
         if group is None:
             report.detections.extend(engine.observe(call, flush=open_tools[run_id] == 0))
         else:
-            report.groups.add(group)
-            report.detections.extend(replace(d, trace_id=span.trace_id) for d in engine.observe(call, flush=True))
+            report.groups.setdefault(group, []).extend(
+                replace(d, trace_id=span.trace_id) for d in engine.observe(call, flush=True))
     elif action == "model_start":
         report.detections.extend(engine.flush(trace_id, run_id))
     elif action == "model_end":

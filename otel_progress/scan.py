@@ -14,6 +14,7 @@ from typing import IO, Any, TextIO
 from .analyse import TraceReport, analyse_trace, run_rows
 from .assemble import AssembledTrace, TraceAssembler
 from .config import Config, ConfigError
+from .conventions import is_group_key
 from .engine import ProgressEngine
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
 from .spans import SpanRecord
@@ -239,9 +240,12 @@ class _Scan:
     def _end_groups(self) -> None:
         """End the client runs of root tool calls (runs that span traces, keyed by what
         the calls share): one report per run, under its group key."""
-        groups = sorted({g for _, _, rep in self.ordered for g in rep.groups})
-        for key in groups:
-            report = TraceReport(key)
+        groups: dict[str, list[Any]] = {}
+        for _, _, rep in sorted(self.ordered, key=lambda t: (t[0], t[1])):
+            for key, dets in rep.groups.items():
+                groups.setdefault(key, []).extend(dets)
+        for key in sorted(groups):
+            report = TraceReport(key, detections=list(groups[key]))
             for summary in self.engine.end_trace(key):
                 report.detections.extend(
                     dataclasses.replace(d, trace_id=self.group_spans.get(d.span_id, d.trace_id))
@@ -314,7 +318,7 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
         out.write("no detections\n")
     runs = run_rows(result.reports)
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
-              f" in {len(result.reports)} traces, {result.spans} spans\n")
+              f" in {sum(not is_group_key(r.trace_id) for r in result.reports)} traces, {result.spans} spans\n")
     if runs:
         out.write(f"{'TRACE':<32}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
                   f"{'FIRST':>5}  {'WASTED TURNS':>12}  {'WASTED TOKENS':>13}\n")
