@@ -161,9 +161,8 @@ def run_watched(command: list[str], environ: Mapping[str, str], timeout: float |
                 stdout_to_stderr: bool) -> tuple[int | None, dict[str, Any] | None, str]:
     """Run the (already instrumented) command; its exit status (None on timeout), the
     watcher's report (None when it wrote none) and a note."""
-    fd, path = tempfile.mkstemp(prefix="otel-progress-doctor-", suffix=".json")
-    os.close(fd)
-    os.unlink(path)
+    folder = tempfile.mkdtemp(prefix="otel-progress-doctor-")
+    path = os.path.join(folder, "run.json")
     note = ""
     try:
         try:
@@ -198,8 +197,7 @@ def run_watched(command: list[str], environ: Mapping[str, str], timeout: float |
                 note = note or "the run's report could not be read"
         return code, report, note
     finally:
-        if os.path.exists(path):
-            os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
