@@ -28,6 +28,7 @@ from .conventions import (
     classify,
     group_key,
     is_candidate,
+    own_trace,
     read_tokens,
     read_tool,
 )
@@ -104,8 +105,8 @@ def read_tool_call(
     :func:`run_group` key)."""
     a = span.attributes
     content = read_tool(span)
-    error_type = _str(a.get("error.type"))
-    error_message = span.status_message or None
+    error_type = _str(a.get("error.type")) or content.error_type
+    error_message = span.status_message or content.error_message or None
     for event in span.events or ():
         try:
             name, attrs = event
@@ -139,6 +140,7 @@ def read_tool_call(
         evidence=_ids(a.get("progress.evidence")),
         obligations=_ids(a.get("progress.obligations")),
         blocked_on=_str(a.get("progress.blocked_on")),
+        result_truncated=content.truncated,
     )
 
 
@@ -152,8 +154,10 @@ def _ns(value: Any) -> int:
 def run_group(span: SpanRecord) -> str | None:
     """For a tool span that is the root of its trace (no agent span, no parent): the
     engine trace key of the client run it belongs to (its session, conversation, service
-    instance or process; see :mod:`otel_progress.conventions.grouping`), or ``None``."""
-    if span.parent_id:
+    instance or process; see :mod:`otel_progress.conventions.grouping`), or ``None``.
+    Tool spans of a convention that gives every call a trace of its own (under a
+    per-call parent) are grouped too (:func:`~otel_progress.conventions.grouping.own_trace`)."""
+    if span.parent_id and not own_trace(span):
         return None
     try:
         return group_key(span)

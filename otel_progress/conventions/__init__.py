@@ -24,9 +24,10 @@ from typing import Any
 from .base import SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
+from .gemini_cli import GeminiCliConvention
 from .genai import GenAIConvention
 from .google_adk import GoogleADKConvention
-from .grouping import GROUP_PREFIX, group_key, is_group_key
+from .grouping import GROUP_PREFIX, group_key, is_group_key, own_trace
 from .llamaindex import LlamaIndexConvention
 from .mcp import MCPConvention
 from .openinference import OpenInferenceConvention
@@ -50,6 +51,7 @@ __all__ = [
     "group_key",
     "is_candidate",
     "is_group_key",
+    "own_trace",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
@@ -66,6 +68,7 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     OpenInferenceConvention(),
     MCPConvention(),
     ClaudeCodeConvention(),
+    GeminiCliConvention(),
     GenAIConvention(),
 )
 
@@ -128,7 +131,8 @@ def classify(span: SpanRecord) -> SpanKind:
 def read_tool(span: SpanRecord) -> ToolContent:
     """The tool name, arguments and result of a tool span, each from the first convention
     that found it, with envelopes taken off; fields no convention found are ``None``."""
-    name = arguments = result = None
+    name = arguments = result = error_type = error_message = None
+    truncated = False
     for convention in _TOOL_READERS:
         try:
             content = convention.read_tool(span)
@@ -142,6 +146,9 @@ def read_tool(span: SpanRecord) -> ToolContent:
             arguments = content.arguments
         if result is None:
             result = content.result
+            truncated = truncated or (result is not None and content.truncated)
+        if error_type is None and content.error_type:
+            error_type, error_message = content.error_type, content.error_message
         if name is not None and arguments is not None and result is not None:
             break
     try:
@@ -151,7 +158,7 @@ def read_tool(span: SpanRecord) -> ToolContent:
             result = reduce_result(result)
     except Exception:  # pragma: no cover - the reducers are total; keep the values as read
         pass
-    return ToolContent(name, arguments, result)
+    return ToolContent(name, arguments, result, error_type, error_message, truncated)
 
 
 def read_tokens(span: SpanRecord) -> int:

@@ -42,6 +42,11 @@ class ToolContent(NamedTuple):
     name: str | None = None
     arguments: Any = None
     result: Any = None
+    #: a failure the result itself reports (a span that ends OK, e.g. a nonzero exit code)
+    error_type: str | None = None
+    error_message: str | None = None
+    #: the result was cut by the producer: a truncated preview, never proof of an equal result
+    truncated: bool = False
 
 
 class SpanConvention:

@@ -15,7 +15,10 @@ first of:
 
 With none of them the call stays a run of its own trace. Tool calls under a parent span
 (in an agent span, or in any other span of their trace) keep the run they have: one trace
-is one request, and unrelated requests of one process are never merged.
+is one request, and unrelated requests of one process are never merged. The exception is
+a tool span whose ``gen_ai.operation.name`` is in :data:`PER_CALL_OPERATIONS`: its
+producer gives every call a trace of its own under a per-call parent (Gemini CLI:
+``schedule_tool_calls`` → ``tool_call``), so it is grouped as a root tool span is.
 
 The key is used as the engine's trace key (``group:`` and the attribute, e.g.
 ``group:mcp.session.id=4f1c``), so a group never collides with a trace id; detections are
@@ -30,13 +33,31 @@ from typing import Any
 from .base import as_text
 from .record import SpanRecord
 
-__all__ = ["GROUP_PREFIX", "PROCESS_KEYS", "RESOURCE_KEYS", "SESSION_KEYS", "group_key", "is_group_key"]
+__all__ = [
+    "GROUP_PREFIX",
+    "PER_CALL_OPERATIONS",
+    "PROCESS_KEYS",
+    "RESOURCE_KEYS",
+    "SESSION_KEYS",
+    "group_key",
+    "is_group_key",
+    "own_trace",
+]
 
 GROUP_PREFIX = "group:"
 SESSION_KEYS = ("mcp.session.id", "gen_ai.conversation.id", "session.id")
 RESOURCE_KEYS = ("service.instance.id",)
 PROCESS_KEYS = ("service.name", "host.name", "host.id", "process.pid")
 _MAX_VALUE = 256
+#: ``gen_ai.operation.name`` of tool spans that are each alone in a trace of their own,
+#: under a per-call parent span (Gemini CLI's ``tool_call``).
+PER_CALL_OPERATIONS = frozenset({"tool_call"})
+
+
+def own_trace(span: SpanRecord) -> bool:
+    """Whether a tool span is the only call of its trace although it has a parent."""
+    operation = span.attributes.get("gen_ai.operation.name")
+    return isinstance(operation, str) and operation in PER_CALL_OPERATIONS
 
 
 def _value(mapping: Mapping[str, Any], key: str) -> str | None:
@@ -55,7 +76,7 @@ def _value(mapping: Mapping[str, Any], key: str) -> str | None:
 def group_key(span: SpanRecord) -> str | None:
     """The engine trace key of the client run a root tool span belongs to, or ``None``
     (the span has a parent, or shares nothing usable)."""
-    if span.parent_id:
+    if span.parent_id and not own_trace(span):
         return None
     attributes = span.attributes
     for key in SESSION_KEYS:

@@ -40,6 +40,7 @@ from .cli_capture import (
     write_jsonl,
 )
 from .fake_gemini import FakeGeminiAPI, Step
+from .test_gemini_traces import check_traces
 
 VERSION = "0.61.0"
 SHELL = "run_shell_command"
@@ -152,8 +153,9 @@ def test_golden_capture(scenario: str) -> None:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_real_cli(scenario: str, tmp_path: Path) -> None:
-    logs, _traces = capture(scenario, tmp_path)
+    logs, traces = capture(scenario, tmp_path)
     check_scenario(scenario, logs)
+    check_traces(scenario, traces)
     # a golden file (long unread attributes shortened) gives what the full capture gives
     slimmed = tmp_path / "slim.jsonl"
     write_jsonl(slimmed, slim(json.loads(line) for line in logs.read_text().splitlines()))
