@@ -187,10 +187,12 @@ class BackgroundAnalysis:
             try:
                 attrs = span._attributes._dict
                 parent = span._parent
+                plain = CLASSIFY_KEYS.isdisjoint(attrs)
+                if plain and parent is not None and not parent[2] and parent[1] not in self._watched:
+                    return  # outside any run: nothing to remember (most spans: written out)
+                root = parent is None or parent[2]
                 sid = span._context[1]
                 name = span._name
-                root = parent is None or parent[2]
-                plain = CLASSIFY_KEYS.isdisjoint(attrs)
             except SHAPE_ERRORS:
                 _, sid, parent, attrs, name = public_fields(span)
                 root = parent is None or parent[2]
