@@ -19,14 +19,17 @@ import fcntl
 import hashlib
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +85,7 @@ class Setup:
     framework: str
     name: str
     instrumentation: str
+    title: str = ""  # the framework's display name (setups.toml's top-level `title`)
     requirements: str = "requirements.txt"
     env: dict[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
@@ -114,7 +118,7 @@ _KEYS = {"name", "instrumentation", "requirements", "env", "args", "status", "re
          "tool_span_names", "min_tool_spans", "timeout", "notes"}
 
 
-def _setup_from(framework: str, raw: dict[str, Any], where: Path) -> Setup:
+def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str = "") -> Setup:
     unknown = set(raw) - _KEYS
     if unknown:
         raise SetupError(f"{where}: unknown keys {sorted(unknown)} in set-up {raw.get('name')!r}")
@@ -134,6 +138,7 @@ def _setup_from(framework: str, raw: dict[str, Any], where: Path) -> Setup:
         raise SetupError(f"{where}: {raw['name']}: xfail is a string or a table keyed by {SCENARIOS}")
     setup = Setup(
         framework=framework,
+        title=title or framework,
         name=raw["name"],
         instrumentation=raw["instrumentation"],
         requirements=str(raw.get("requirements", "requirements.txt")),
@@ -163,7 +168,11 @@ def discover(root: Path = SETUPS_DIR) -> list[Setup]:
             raise SetupError(f"{path}: no [[setup]] tables")
         if not (path.parent / "agent.py").is_file():
             raise SetupError(f"{path.parent}: no agent.py")
-        out += [_setup_from(path.parent.name, row, path) for row in rows]
+        unknown = set(data) - {"setup", "title"}
+        if unknown:
+            raise SetupError(f"{path}: unknown top-level keys {sorted(unknown)}")
+        title = str(data.get("title", ""))
+        out += [_setup_from(path.parent.name, row, path, title) for row in rows]
     names = [s.id for s in out]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
@@ -174,22 +183,51 @@ def discover(root: Path = SETUPS_DIR) -> list[Setup]:
 # --- virtualenvs ---------------------------------------------------------------------------
 
 
-def _project_dependencies() -> str:
-    """The ``[project] dependencies`` of the repo (a change there must rebuild the venvs)."""
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        return json.dumps(tomllib.load(f)["project"].get("dependencies", []))
+def _project_metadata() -> str:
+    """The repo's ``pyproject.toml`` (dependencies, entry points): a change there must
+    rebuild the virtualenvs."""
+    return (ROOT / "pyproject.toml").read_text()
 
 
 def venv_path(requirements: Path) -> Path:
     """Where the virtualenv for one requirements file lives: named after the framework and
-    the file, keyed by the file's text, the Python version, this checkout's path (the repo
-    is installed editable) and the repo's own dependencies."""
+    the file, keyed by the file's text, the Python version and the repo's
+    ``pyproject.toml``. Not by the checkout: the code that runs is the checkout's
+    (:func:`source_path`), so a fresh clone elsewhere reuses the same virtualenvs."""
     key = hashlib.sha256()
-    for part in (requirements.read_text(), sys.version, str(ROOT), _project_dependencies()):
+    for part in (requirements.read_text(), sys.version, _project_metadata()):
         key.update(part.encode())
         key.update(b"\0")
     stem = requirements.stem.removeprefix("requirements").strip("-_") or "default"
     return CACHE_DIR / f"{requirements.parent.name}-{stem}-{key.hexdigest()[:12]}"
+
+
+def source_path() -> Path:
+    """A directory holding only a link to this checkout's ``otel_progress`` package, put
+    first on the agents' ``PYTHONPATH``: the virtualenvs carry an installed copy of
+    otel-progress (its dependencies and its ``opentelemetry_instrumentor`` entry point),
+    and the checkout's code is what is imported."""
+    digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    src = CACHE_DIR / "src" / digest
+    link = src / "otel_progress"
+    if not link.is_symlink() or link.resolve() != (ROOT / "otel_progress").resolve():
+        src.mkdir(parents=True, exist_ok=True)
+        tmp = src / f".otel_progress.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(ROOT / "otel_progress", target_is_directory=True)
+        tmp.replace(link)
+    return src
+
+
+def _snapshot_project(into: Path) -> Path:
+    """A copy of the project's packaging files and package, so pip builds it outside the
+    shared working tree (no ``build/`` there, no two builds in one directory)."""
+    dest = into / "otel-progress"
+    shutil.copytree(ROOT / "otel_progress", dest / "otel_progress",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
 
 
 class BuildError(RuntimeError):
@@ -200,11 +238,43 @@ class BuildError(RuntimeError):
         self.network = network
 
 
+#: Progress lines of the builds; under pytest the fixture drains them to the terminal (a
+#: background thread cannot write past pytest's capture), elsewhere they go to stderr.
+PROGRESS: queue.SimpleQueue[str] | None = None
+
+
 def _say(message: str) -> None:
-    # progress goes to the real terminal, past pytest's capture
-    stream = sys.__stderr__ or sys.stderr
-    stream.write(f"[frameworks] {message}\n")
-    stream.flush()
+    line = f"[frameworks] {message}"
+    if PROGRESS is not None:
+        PROGRESS.put(line)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _run_build(venv: Path, requirements: Path, project: Path, log: Path, label: str, start: float) -> None:
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+         "-r", str(requirements), str(project)],
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PIP_REQUIRE"))}
+    with log.open("w") as out:
+        for cmd in steps:
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            remaining = BUILD_TIMEOUT_S - (time.monotonic() - start)
+            try:
+                proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                      timeout=max(remaining, 1), check=False, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise BuildError(f"building {venv.name} timed out after {BUILD_TIMEOUT_S} s; see {log}",
+                                 network=False) from None
+            if proc.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                text = log.read_text()
+                raise BuildError(f"building {venv.name} for {label} failed:\n{text[-3000:]}",
+                                 network=bool(_NETWORK_ERRORS.search(text)))
 
 
 def build_venv(requirements: Path) -> Path:
@@ -224,29 +294,11 @@ def build_venv(requirements: Path) -> Path:
         label = f"{requirements.parent.name}/{requirements.name}"
         _say(f"building {venv.name} for {label} (log: {log})")
         start = time.monotonic()
-        steps = [
-            [sys.executable, "-m", "venv", str(venv)],
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-             "-r", str(requirements), "-e", str(ROOT)],
-        ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PIP_REQUIRE"))}
-        with log.open("w") as out:
-            for cmd in steps:
-                out.write(f"$ {' '.join(cmd)}\n")
-                out.flush()
-                remaining = BUILD_TIMEOUT_S - (time.monotonic() - start)
-                try:
-                    proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                          timeout=max(remaining, 1), check=False)
-                except subprocess.TimeoutExpired:
-                    shutil.rmtree(venv, ignore_errors=True)
-                    raise BuildError(f"building {venv.name} timed out after {BUILD_TIMEOUT_S} s; see {log}",
-                                     network=False) from None
-                if proc.returncode != 0:
-                    shutil.rmtree(venv, ignore_errors=True)
-                    text = log.read_text()
-                    raise BuildError(f"building {venv.name} for {label} failed:\n{text[-3000:]}",
-                                     network=bool(_NETWORK_ERRORS.search(text)))
+        workdir = Path(tempfile.mkdtemp(prefix="otel-progress-build-"))
+        try:
+            _run_build(venv, requirements, _snapshot_project(workdir), log, label, start)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
         done.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
         _say(f"built {venv.name} in {time.monotonic() - start:.0f} s")
     return venv
@@ -266,9 +318,21 @@ class Builder:
             if req not in self._futures:
                 self._futures[req] = self._pool.submit(build_venv, req)
 
-    def get(self, requirements: Path) -> Path:
+    def get(self, requirements: Path, waiting: Callable[[], None] | None = None) -> Path:
+        """The virtualenv of ``requirements``; ``waiting`` is called every few seconds
+        while its build goes on."""
         self.submit([requirements])
-        return self._futures[requirements].result(timeout=BUILD_TIMEOUT_S * 2)
+        future = self._futures[requirements]
+        deadline = time.monotonic() + BUILD_TIMEOUT_S * 2
+        while True:
+            try:
+                return future.result(timeout=5)
+            except FutureTimeout:
+                if time.monotonic() > deadline:
+                    raise BuildError(f"no virtualenv for {requirements} after {BUILD_TIMEOUT_S * 2} s",
+                                     network=False) from None
+                if waiting is not None:
+                    waiting()
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -340,6 +404,7 @@ def agent_env(setup: Setup, environ: dict[str, str] | None = None) -> dict[str, 
     env.update(BASE_ENV)
     env["OTEL_SERVICE_NAME"] = f"matrix-{setup.framework}-{setup.name}"
     env.update(setup.env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source_path()), setup.env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -366,15 +431,82 @@ def run_agent(setup: Setup, scenario: str, venv: Path, dump: Path | None = None)
     return run
 
 
+# --- the README's "Works with" table ------------------------------------------------------
+
+_SDK_PINS = ("opentelemetry-sdk", "opentelemetry-distro")
+WORKS_WITH_HEADER = ("| Framework | Instrumentation | Versions tested | OTel SDK / distro | Settings | Result |\n"
+                     "| --- | --- | --- | --- | --- | --- |")
+
+
+def pins(setup: Setup) -> dict[str, str]:
+    """``name -> version`` of the ``==`` pins in the set-up's requirements file."""
+    out: dict[str, str] = {}
+    for line in setup.requirements_path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line and not line.startswith("-"):
+            name, _, version = line.partition("==")
+            out[name.strip()] = version.strip()
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def works_with_row(setup: Setup) -> str:
+    """The set-up's row of the README's "Works with" table."""
+    pinned = pins(setup)
+    versions = ", ".join(f"{k} {v}" for k, v in pinned.items() if k not in _SDK_PINS)
+    sdk = " / ".join(pinned.get(k, "?") for k in _SDK_PINS)
+    settings = ", ".join(f"`{k}={v}`" for k, v in setup.env.items()) or "—"
+    if not setup.works:
+        result = f"cannot work: {_one_line(setup.reason)}"
+    elif setup.xfail:
+        result = "known defect, fix pending: " + _one_line("; ".join(sorted(set(setup.xfail.values()))))
+    else:
+        result = "loop and empty search caught, healthy run left alone"
+    return f"| {setup.title} | {_one_line(setup.instrumentation)} | {versions} | {sdk} | {settings} | {result} |"
+
+
+def works_with_table(setups: Iterable[Setup]) -> str:
+    return "\n".join([WORKS_WITH_HEADER, *(works_with_row(s) for s in setups)])
+
+
+def prebuild(jobs: int = 2) -> int:
+    """Build every set-up's virtualenv, ``jobs`` at a time (CI starts this in the background
+    before the tests, at low priority; the tests then find them built or wait on their lock).
+    Returns 1 if any build failed (the tests that need it will fail and say why)."""
+    requirements = list(dict.fromkeys(s.requirements_path for s in discover()))
+    builder = Builder(jobs)
+    builder.submit(requirements)
+    start = time.monotonic()
+    failed = 0
+    for req in requirements:
+        try:
+            builder.get(req)
+        except BuildError as exc:
+            failed += 1
+            _say(str(exc).splitlines()[0])
+    builder.shutdown()
+    _say(f"prebuild: {len(requirements)} virtualenvs, {failed} failed, {time.monotonic() - start:.0f} s")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.frameworks.harness", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("framework")
+    parser.add_argument("framework", help="a directory under setups/; 'works-with' prints the README table; "
+                                          "'prebuild [JOBS]' builds every set-up's virtualenv")
     parser.add_argument("setup", nargs="?", help="set-up name (default: list them)")
     parser.add_argument("scenario", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
     parser.add_argument("--dump", type=Path, help="write each run's stdout/stderr into this directory")
     parser.add_argument("--attrs", action="store_true", help="also print every attribute of the tool spans")
     args = parser.parse_args(argv)
+    if args.framework == "works-with":
+        print(works_with_table(discover()))
+        return 0
+    if args.framework == "prebuild":
+        return prebuild(int(args.setup or os.environ.get("OTEL_PROGRESS_MATRIX_BUILD_JOBS", "2")))
     setups = [s for s in discover() if s.framework == args.framework]
     if not args.setup:
         for s in setups:
