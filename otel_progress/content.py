@@ -12,6 +12,8 @@ The signals compare digests; this module answers the questions a digest cannot:
   command-taking tool (a ``command``/``cmd``/``keys``/``script``-like string argument),
   whatever the tool is called; :func:`is_deliberate_wait`: the command waits on purpose
   (``sleep 5 && cat log``).
+* :func:`may_be_waiting`: a raw JSON result may carry a waiting status (then it is
+  parsed for the implicit wait check rather than digested as received).
 * :func:`same_prose`: two results of one request differ only in wording (a model's
   transcription of the same page), not in any fact-like token or line.
 * :class:`ResultMemory`: per run, fields of a tool's results whose values are new opaque
@@ -34,6 +36,7 @@ __all__ = [
     "is_deliberate_wait",
     "is_empty",
     "is_silent",
+    "may_be_waiting",
     "same_prose",
     "says_nothing_found",
 ]
@@ -166,6 +169,40 @@ def is_deliberate_wait(command: str) -> bool:
     """Whether a command waits on purpose (``sleep 5 && cat log``, ``sleep 30; tail
     out``): a re-check after a deliberate pause is a poll, not a repeat."""
     return "sleep" in command and bool(_SLEEP.search(command))
+
+
+# -- waiting statuses in raw JSON -------------------------------------------------------------
+
+def _status_value(text: str, at: int) -> str:
+    """The value after a status marker ending at ``at``, as ``may_be_waiting`` compares it:
+    up to 48 characters, separators and the opening quote skipped, up to the closing
+    quote, stripped and lower-cased."""
+    value = text[at: at + 48].lstrip(' :\t\n"')
+    end = value.find('"')
+    return value[:end if end >= 0 else len(value)].strip().lower()
+
+
+def may_be_waiting(text: str, waiting: frozenset[str]) -> bool:
+    """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
+    is one of ``waiting`` (then it must be parsed, for the implicit wait check).
+
+    Each occurrence of ``"status"``, ``"state"`` and ``"phase"`` is checked. The first
+    two both begin with ``"stat``, so one scan of the text finds the occurrences of
+    both (a long result is scanned twice, not three or four times)."""
+    i = text.find('"stat')
+    while i >= 0:
+        if text.startswith('"status"', i):
+            if _status_value(text, i + 8) in waiting:
+                return True
+        elif text.startswith('"state"', i) and _status_value(text, i + 7) in waiting:
+            return True
+        i = text.find('"stat', i + 1)
+    i = text.find('"phase"')
+    while i >= 0:
+        if _status_value(text, i + 7) in waiting:
+            return True
+        i = text.find('"phase"', i + 1)
+    return False
 
 
 # -- wording ------------------------------------------------------------------------------

@@ -21,7 +21,16 @@ import orjson
 
 from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
-from .content import ResultMemory, command_of, has_opaque, is_ack, is_deliberate_wait, is_empty, is_silent
+from .content import (
+    ResultMemory,
+    command_of,
+    has_opaque,
+    is_ack,
+    is_deliberate_wait,
+    is_empty,
+    is_silent,
+    may_be_waiting,
+)
 from .escalation import Attempts, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
 from .signals import CallFacts, Signal, Step
@@ -55,38 +64,6 @@ def _weakest_level(calls: Sequence[ToolCall]) -> str | None:
     if _ARGUMENTS in levels:
         return _ARGUMENTS
     return next(iter(levels - {_FULL}))
-
-
-def _status_value(text: str, at: int) -> str:
-    """The value after a status marker ending at ``at``, as ``_may_be_waiting`` compares it:
-    up to 48 characters, separators and the opening quote skipped, up to the closing
-    quote, stripped and lower-cased."""
-    value = text[at: at + 48].lstrip(' :\t\n"')
-    end = value.find('"')
-    return value[:end if end >= 0 else len(value)].strip().lower()
-
-
-def _may_be_waiting(text: str, waiting: frozenset[str]) -> bool:
-    """Whether a raw JSON result has a ``status``/``state``/``phase`` field whose value
-    is one of ``waiting`` (then it must be parsed, for the implicit wait check).
-
-    Each occurrence of ``"status"``, ``"state"`` and ``"phase"`` is checked. The first
-    two both begin with ``"stat``, so one scan of the text finds the occurrences of
-    both (a long result is scanned twice, not three or four times)."""
-    i = text.find('"stat')
-    while i >= 0:
-        if text.startswith('"status"', i):
-            if _status_value(text, i + 8) in waiting:
-                return True
-        elif text.startswith('"state"', i) and _status_value(text, i + 7) in waiting:
-            return True
-        i = text.find('"stat', i + 1)
-    i = text.find('"phase"')
-    while i >= 0:
-        if _status_value(text, i + 7) in waiting:
-            return True
-        i = text.find('"phase"', i + 1)
-    return False
 
 
 def admit(evidence: array[int], digest: int, cap: int) -> bool:
@@ -257,7 +234,7 @@ class Pipeline:
         self._tools: dict[str, _Tool] = {}
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
-            partial(_may_be_waiting, waiting=waiting) if config.implicit_waits else None
+            partial(may_be_waiting, waiting=waiting) if config.implicit_waits else None
         )
 
     # -- steps ------------------------------------------------------------------------
