@@ -16,9 +16,10 @@ The signals compare digests; this module answers the questions a digest cannot:
   parsed for the implicit wait check rather than digested as received).
 * :func:`same_prose`: two results of one request differ only in wording (a model's
   transcription of the same page), not in any fact-like token or line.
-* :class:`ResultMemory`: per run, fields of a tool's results whose values are new opaque
-  tokens on every call while the rest of the result repeats (a ``query_id``, a response
-  ``id``): learned, and stripped from then on.
+* :class:`ResultMemory`: what one run remembers for these questions: the commands it
+  sent, each tool's last answer (to recognise a reworded one), and the fields of a
+  tool's results whose values are new opaque tokens on every call while the rest of the
+  result repeats (a ``query_id``, a response ``id``): learned, and stripped from then on.
 """
 
 from __future__ import annotations
