@@ -14,6 +14,8 @@ having read it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .agents.claude_code import ClaudeCodeLogs
 from .agents.codex import CodexConvention
 from .agents.gemini_cli import GeminiCliConvention
@@ -65,8 +67,15 @@ def event_names() -> frozenset[str]:
 
 
 def read_log(record: LogRecordView) -> LogObservation | None:
-    """The observation in ``record`` from the first convention that reads it, or ``None``."""
-    for convention in _BY_EVENT.get(record.event_name, ()):
+    """The observation in ``record`` from the first convention that reads it, or ``None``.
+    A record whose ``event_name`` no convention reads is tried under its ``event.name``
+    attribute (an adapter that took a producer's odd OTLP event name loses nothing)."""
+    readers = _BY_EVENT.get(record.event_name)
+    if readers is None:
+        attributes = record.attributes
+        name = attributes.get("event.name") if isinstance(attributes, Mapping) else None
+        readers = _BY_EVENT.get(name, ()) if isinstance(name, str) else ()
+    for convention in readers:
         try:
             observation = convention.read(record)
         except Exception:  # a reader must be total; one that is not is skipped for this record

@@ -24,7 +24,9 @@ class LogRecordView:
         time_ns: the record's ``timeUnixNano``, or its ``observedTimeUnixNano`` when the
             producer left the time at 0 (Codex CLI does).
         observed_ns: ``observedTimeUnixNano`` (0 when absent).
-        event_name: the record's OTLP ``event_name`` field; else its ``event.name``
+        event_name: the record's OTLP ``event_name`` field when it is a name (no
+            whitespace: Codex CLI 0.171 writes a source location such as
+            ``event otel/src/tool_result.rs:54`` there); else its ``event.name``
             attribute; else the body, when the body is a short dotted name such as
             ``claude_code.tool_result``; else ``""``.
         body: the decoded body (``AnyValue``: a string, number, bool, list, map or None).

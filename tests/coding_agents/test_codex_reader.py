@@ -83,3 +83,10 @@ def test_odd_records_are_not_read_and_nothing_raises() -> None:
     obs = read_log(LogRecordView(event_name="codex.tool_result", attributes=weird))
     assert obs is not None and obs.call is not None and obs.call.arguments == "{not json"
     assert normalise_output("plain text") == "plain text"
+
+
+def test_a_record_under_codex_s_source_location_event_name_is_read_by_its_event_name_attribute() -> None:
+    record = _tool(_output("5a4dcc", "0.0893", 0, "hello\n"))
+    record.event_name = "event otel/src/tool_result.rs:54"  # Codex's OTLP eventName field
+    obs = read_log(record)
+    assert obs is not None and obs.call is not None and obs.call.name == "exec_command"

@@ -94,14 +94,15 @@ class CodexConvention(LogConvention):
             return None
         run_key = f"codex|{conversation}"
         order = record_order(record)
-        if record.event_name == SSE_EVENT:
+        event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
+        if event == SSE_EVENT:
             if as_text(attributes.get("event.kind")) != "response.completed":
                 return None
             if "input_token_count" not in attributes and "output_token_count" not in attributes:
                 return None
             tokens = to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
             return LogObservation("tokens", run_key, order, tokens=tokens, agent="codex")
-        if record.event_name != TOOL_RESULT:
+        if event != TOOL_RESULT:
             return None
         return self._tool(record, attributes, run_key, order)
 

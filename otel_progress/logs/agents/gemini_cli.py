@@ -77,12 +77,13 @@ class GeminiCliConvention(LogConvention):
         run_key = f"gemini_cli|{session}|{prompt}"
         start_ns = _ms_ns(attributes.get("start_time"))
         order = (start_ns, record.observed_ns, record.index) if start_ns else record_order(record)
-        if record.event_name == API_RESPONSE:
+        event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
+        if event == API_RESPONSE:
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
             return LogObservation("tokens", run_key, order, tokens=tokens, agent="gemini-cli",
                                   evidence_level=EVIDENCE_ARGUMENTS)
-        if record.event_name != TOOL_CALL:
+        if event != TOOL_CALL:
             return None
         return self._tool(record, attributes, run_key, order, start_ns)
 
