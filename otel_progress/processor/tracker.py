@@ -280,6 +280,11 @@ class RunTracker:
     def _promote(self, parent_span: Any, tid: int, psid: int, entry: Entry | None) -> Entry | None:
         """The parent was not taken for an agent when it started: if it is one now, it
         becomes one (its run starts here). Returns its new entry, or None."""
+        try:
+            if parent_span.get_span_context().span_id != psid:
+                return None  # (the current span is not the parent)
+        except Exception:
+            return None
         attrs = live_attributes(parent_span)
         if CLASSIFY_KEYS.isdisjoint(attrs) or kind_of(attrs) != AGENT:
             return None
