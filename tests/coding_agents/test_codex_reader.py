@@ -90,3 +90,13 @@ def test_a_record_under_codex_s_source_location_event_name_is_read_by_its_event_
     record.event_name = "event otel/src/tool_result.rs:54"  # Codex's OTLP eventName field
     obs = read_log(record)
     assert obs is not None and obs.call is not None and obs.call.name == "exec_command"
+
+
+def test_without_an_output_the_evidence_is_arguments_and_without_arguments_names() -> None:
+    record = _tool("x")
+    record.attributes = {k: v for k, v in record.attributes.items() if k != "output"}
+    obs = read_log(record)
+    assert obs is not None and obs.evidence_level == "arguments"
+    record.attributes = {k: v for k, v in record.attributes.items() if k != "arguments"}
+    obs = read_log(record)
+    assert obs is not None and obs.evidence_level == "names"

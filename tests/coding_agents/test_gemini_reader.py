@@ -70,3 +70,11 @@ def test_odd_records_are_not_read_and_nothing_raises() -> None:
                                              "start_time": "soon", "success": "maybe"}))
     assert odd is not None and odd.call is not None and odd.call.result is NOT_CAPTURED and not odd.call.error
     assert odd.run_key == f"gemini_cli|{SESSION}|"
+
+
+def test_without_function_args_only_names_are_known() -> None:
+    record = _tool()
+    record.attributes = {k: v for k, v in record.attributes.items() if k != "function_args"}
+    obs = read_log(record)
+    assert obs is not None and obs.call is not None
+    assert obs.evidence_level == obs.call.evidence_level == "names"

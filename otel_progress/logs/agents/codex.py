@@ -24,7 +24,7 @@ the exit code is kept, and a nonzero exit is a failure although Codex logs
 
 Evidence: ``full`` when the preview is whole; ``arguments`` (with ``result_truncated``)
 when it was cut, so that two outputs equal up to the cut are never taken as the same
-result. A run is one ``conversation.id``.
+result (and ``arguments`` without an output, ``names`` without arguments either). A run is one ``conversation.id``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 from ...conventions.base import as_text, decode_json
 from ...model import NOT_CAPTURED, ToolCall
-from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, LogConvention, LogObservation
+from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import record_order, text_attribute, to_int, truthy
 
@@ -140,7 +140,10 @@ class CodexConvention(LogConvention):
         duration_ns = to_int(a.get("duration_ms")) * 1_000_000
         start_ns = max(0, end_ns - duration_ns) if end_ns else 0
         call_id = as_text(a.get("call_id")) or ""
-        evidence = EVIDENCE_ARGUMENTS if truncated else EVIDENCE_FULL
+        if output is None:
+            evidence = EVIDENCE_NAMES if arguments is NOT_CAPTURED else EVIDENCE_ARGUMENTS
+        else:
+            evidence = EVIDENCE_ARGUMENTS if truncated else EVIDENCE_FULL
         call = ToolCall(
             name=name,
             arguments=arguments,

@@ -19,7 +19,8 @@ A shell command that exits nonzero is logged ``success: true``; the exit code in
 ``metadata`` makes it a failure here. The result is only its size, so the evidence is
 ``arguments``: a size that differs from the earlier ones proves a new result, equal sizes
 never prove the same one (the result is given to the engine as ``{"content_length": N}``,
-marked partial). The content is in the ``tool_call`` spans of ``telemetry.traces``
+marked partial). Without ``function_args`` (``logPrompts`` off) the evidence is
+``names``: only error recurrence applies. The content is in the ``tool_call`` spans of ``telemetry.traces``
 (:mod:`otel_progress.conventions.gemini_cli`). A run is one ``session.id`` and
 ``prompt_id`` (one user prompt); records are ordered by ``start_time``, else
 ``event.timestamp``.
@@ -32,7 +33,7 @@ from typing import Any
 
 from ...conventions.base import as_number, as_text, decode_json
 from ...model import NOT_CAPTURED, ToolCall
-from ..base import EVIDENCE_ARGUMENTS, LogConvention, LogObservation
+from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import record_order, text_attribute, to_int, truthy
 
@@ -117,6 +118,8 @@ class GeminiCliConvention(LogConvention):
         end_ns = _ms_ns(a.get("end_time")) or order[0]
         if not start_ns:
             start_ns = max(0, end_ns - to_int(a.get("duration_ms")) * 1_000_000) if end_ns else 0
+        # without function_args (logPrompts off) only the name and the outcome are known
+        evidence = EVIDENCE_NAMES if arguments is NOT_CAPTURED else EVIDENCE_ARGUMENTS
         call = ToolCall(
             name=name,
             arguments=arguments,
@@ -130,8 +133,7 @@ class GeminiCliConvention(LogConvention):
             span_id=record.span_id,
             run_id=run_key,
             agent="gemini-cli",
-            evidence_level=EVIDENCE_ARGUMENTS,
+            evidence_level=evidence,
             result_truncated=False,
         )
-        return LogObservation("tool", run_key, order, call=call, agent="gemini-cli",
-                              evidence_level=EVIDENCE_ARGUMENTS)
+        return LogObservation("tool", run_key, order, call=call, agent="gemini-cli", evidence_level=evidence)
