@@ -31,6 +31,7 @@ from typing import Any
 
 from ._names import ENV_CHAINED_HOOK, ENV_REPORT, HOOK
 from .checks import ERROR, WARNING, Finding, content_statuses, environment_findings, run_findings
+from .coding_agents import AgentStatus, agent_findings, agent_statuses
 from .probe import MARKER
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "DoctorReport", "Finding", "add_arguments", "diagnose", "run"]
@@ -56,6 +57,7 @@ class DoctorReport:
     command: list[str] | None = None
     returncode: int | None = None
     run: dict[str, Any] | None = None
+    coding_agents: list[AgentStatus] = field(default_factory=list)
 
     @property
     def exit_status(self) -> int:
@@ -79,6 +81,7 @@ class DoctorReport:
             "command": self.command,
             "returncode": self.returncode,
             "run": self.run,
+            "coding_agents": [a.to_dict() for a in self.coding_agents],
             "findings": [f.to_dict() for f in self.findings],
             "exit_status": self.exit_status,
         }
@@ -209,6 +212,8 @@ def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | 
         raise DoctorError("no command after '--'")
     probe = run_probe(python or sys.executable, env)
     report = DoctorReport(probe=probe, findings=environment_findings(probe))
+    report.coding_agents = agent_statuses(env)
+    report.findings += agent_findings(report.coding_agents)
     if not cmd:
         return report
     report.command = cmd

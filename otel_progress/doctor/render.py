@@ -86,6 +86,13 @@ def render_text(report: DoctorReport) -> str:
             lines.append(f"  {k}={v}")
         if not progress.get("settings"):
             lines.append("  none set (defaults)")
+    if report.coding_agents:
+        lines += ["", "Coding agents (their own telemetry, see docs/coding-agents.md):"]
+        for a in report.coding_agents:
+            lines.append(f"  {a.level:<9} {a.agent}: {a.detail}")
+            lines.append(f"            at this level: {a.lost}")
+            if a.fix:
+                lines.append(f"            for more: {a.fix}")
     if report.command is not None:
         lines += ["", *_run(report)]
     lines += ["", "Findings:"]
