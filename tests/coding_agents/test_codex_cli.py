@@ -5,8 +5,10 @@ Codex reader and the engine.
 
 Scenarios: ``loop`` (the same command, the same output, six times: caught with full
 evidence), ``failing-edit`` (the same patch that does not apply, four times: caught as the
-identical failing request) and ``healthy`` (different commands, new output each time: no
-detection). The captures are kept as golden files
+identical failing request), ``long-output`` (the same command five times, its output past
+the 2 KiB telemetry preview and different after the cut: the equal previews never make a
+repeat; only the identical request is claimed, marked ``evidence_level = arguments``) and
+``healthy`` (different commands, new output each time: no detection). The captures are kept as golden files
 (``golden/codex-<version>-<scenario>.jsonl``) so the golden tests run without the CLI;
 ``OTEL_PROGRESS_UPDATE_GOLDEN=1`` rewrites them from a fresh capture.
 """
@@ -54,6 +56,8 @@ SCENARIOS: dict[str, list[Step]] = {
     "loop": [Step(command="cat notes.txt")] * 6 + [Step(message="The notes say the same thing.")],
     "failing-edit": [Step(command="cat notes.txt")] + [Step(command=PATCH)] * 4
     + [Step(message="The patch does not apply.")],
+    # 14 KB, then a line that differs every time: past the 2 KiB telemetry preview
+    "long-output": [Step(command="seq 1 3000; date +%s%N")] * 5 + [Step(message="Counted.")],
     "healthy": [
         Step(command="cat notes.txt"),
         Step(command="printf 'step two\\n' > todo.txt"),
@@ -135,9 +139,18 @@ def check_scenario(scenario: str, path: Path) -> None:
     tokens = [o for o in observations(path) if o.kind == "tokens"]
     assert tokens and all(t.tokens > 0 for t in tokens), "codex.sse_event response.completed counts"
     assert len({o.run_key for o in observations(path)}) == 1, "one conversation.id"
-    assert all(c.name == "exec_command" and c.evidence_level == "full" for c in tools)
+    assert all(c.name == "exec_command" for c in tools)
+    if scenario != "long-output":
+        assert all(c.evidence_level == "full" and not c.result_truncated for c in tools)
     detections = detect(path)
-    if scenario == "loop":
+    if scenario == "long-output":
+        assert len(tools) == 5
+        assert all(c.evidence_level == "arguments" and c.result_truncated for c in tools)
+        assert len({c.result for c in tools}) == 1, "the previews are equal: the outputs differ after the cut"
+        # equal previews never prove equal results: only the identical request is claimed
+        assert all(d.reason is Reason.FREQUENCY for d in detections), detections
+        assert all(d.event_attributes()["progress.evidence_level"] == "arguments" for d in detections)
+    elif scenario == "loop":
         assert len(tools) == 6
         assert len({c.result for c in tools}) == 1, "identical outputs once chunk id and wall time are off"
         assert not any(c.error for c in tools)
