@@ -11,9 +11,13 @@ has a CLI installed is not reported as having a problem.
 
 from __future__ import annotations
 
+import json
 import shutil
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from .checks import WARNING, Finding
 
@@ -91,6 +95,52 @@ def _qwen_code(env: Mapping[str, str]) -> tuple[str, str]:
     return ARGUMENTS, "qwen-code.tool_call logs carry the arguments, the result only as a length"
 
 
+def _settings_file(path: Path, parse: Callable[[str], Any]) -> Mapping[str, Any]:
+    """A CLI's settings file, decoded; ``{}`` when absent, unreadable or invalid."""
+    try:
+        if path.stat().st_size > 1024 * 1024:
+            return {}
+        data = parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, Mapping) else {}
+
+
+def _codex(env: Mapping[str, str]) -> tuple[str, str]:
+    home = env.get("CODEX_HOME") or (str(Path(env["HOME"]) / ".codex") if env.get("HOME") else "")
+    if not home:
+        return OFF, "neither CODEX_HOME nor HOME is set: no config.toml to read"
+    config = Path(home) / "config.toml"
+    otel = _settings_file(config, tomllib.loads).get("otel")
+    exporter = otel.get("exporter") if isinstance(otel, Mapping) else None
+    if not exporter or exporter == "none":
+        return OFF, f"no [otel] exporter in {config}"
+    return FULL, ("[otel] exporter set: codex.tool_result logs carry the arguments and a 2 KiB output preview"
+                  " (a longer output is a truncated preview: arguments evidence for that call)")
+
+
+def _flag(env: Mapping[str, str], key: str, setting: Any) -> bool | None:
+    value = env.get(key, "").strip().lower()
+    if value:
+        return value in ("1", "true", "yes", "on")
+    return setting if isinstance(setting, bool) else None
+
+
+def _gemini_cli(env: Mapping[str, str]) -> tuple[str, str]:
+    settings: Mapping[str, Any] = {}
+    if env.get("HOME"):
+        settings = _settings_file(Path(env["HOME"]) / ".gemini" / "settings.json", json.loads)
+    telemetry = settings.get("telemetry")
+    telemetry = telemetry if isinstance(telemetry, Mapping) else {}
+    if not _flag(env, "GEMINI_TELEMETRY_ENABLED", telemetry.get("enabled")):
+        return OFF, "GEMINI_TELEMETRY_ENABLED (telemetry.enabled in ~/.gemini/settings.json) is not on"
+    if _flag(env, "GEMINI_TELEMETRY_LOG_PROMPTS", telemetry.get("logPrompts")) is False:
+        return NAMES, "logPrompts off: gemini_cli.tool_call logs have no function_args, tool_call spans no content"
+    if _flag(env, "GEMINI_TELEMETRY_TRACES_ENABLED", telemetry.get("traces")):
+        return FULL, "traces on: each tool_call span carries the call's response (values cut at 10,000 characters)"
+    return ARGUMENTS, "gemini_cli.tool_call logs carry the arguments, the result only as content_length"
+
+
 #: The coding agents the doctor knows, in the order they are reported.
 AGENTS: tuple[CodingAgent, ...] = (
     CodingAgent("Claude Code", ("claude",), ("CLAUDE_CODE_ENABLE_TELEMETRY", "OTEL_LOG_TOOL_DETAILS",
@@ -98,6 +148,14 @@ AGENTS: tuple[CodingAgent, ...] = (
                 "CLAUDE_CODE_ENABLE_TELEMETRY=1 OTEL_LOGS_EXPORTER=otlp OTEL_LOG_TOOL_DETAILS=1 (arguments);"
                 " for full detection also CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1 OTEL_TRACES_EXPORTER=otlp"
                 " OTEL_LOG_TOOL_CONTENT=1"),
+    CodingAgent("Codex CLI", ("codex",), ("CODEX_HOME",), _codex,
+                "[otel] exporter = { otlp-http = { endpoint = \"…/v1/logs\", protocol = \"json\" } } in"
+                " $CODEX_HOME/config.toml (or ~/.codex/config.toml)"),
+    CodingAgent("Gemini CLI", ("gemini",), ("GEMINI_TELEMETRY_ENABLED", "GEMINI_TELEMETRY_OTLP_ENDPOINT",
+                                            "GEMINI_TELEMETRY_TRACES_ENABLED", "GEMINI_TELEMETRY_LOG_PROMPTS"),
+                _gemini_cli,
+                "GEMINI_TELEMETRY_ENABLED=true GEMINI_TELEMETRY_OTLP_ENDPOINT=… (arguments); for full detection"
+                " also GEMINI_TELEMETRY_TRACES_ENABLED=true, with logPrompts left on"),
     CodingAgent("Qwen Code", ("qwen",), ("QWEN_TELEMETRY_ENABLED", "QWEN_TELEMETRY_OTLP_ENDPOINT"), _qwen_code,
                 "QWEN_TELEMETRY_ENABLED=true QWEN_TELEMETRY_OTLP_ENDPOINT=… (arguments); for full detection"
                 " also QWEN_TELEMETRY_INCLUDE_SENSITIVE_SPAN_ATTRIBUTES=true"),
