@@ -299,7 +299,7 @@ def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
 
 
 def _is_export(raw: bytes) -> Any:
-    """The parsed line if it is a whole trace export on its own, else None."""
+    """The parsed line if it is a whole trace or logs export on its own, else None."""
     text = raw.strip()
     if not text.startswith(b"{") or b"esource" not in text[:64]:
         return None
@@ -307,7 +307,8 @@ def _is_export(raw: bytes) -> Any:
         doc = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return doc if isinstance(doc, Mapping) and ("resourceSpans" in doc or "resource_spans" in doc) else None
+    keys = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
+    return doc if isinstance(doc, Mapping) and any(k in doc for k in keys) else None
 
 
 def iter_documents(

@@ -1,4 +1,11 @@
-"""``otel-progress scan``: detections in exported OTLP/JSON traces."""
+"""``otel-progress scan``: detections in exported OTLP/JSON traces and logs.
+
+A document (a line of the Collector file exporter's output, or a whole file) with
+``resourceSpans`` is read as traces, one with ``resourceLogs`` as coding agents' log events
+(:mod:`otel_progress.logs`; one file may hold both). Log records are grouped into runs by
+the agents' readers and tracked by :class:`~otel_progress.logs.tracker.LogRunTracker`; each
+run is reported like a trace, under its run key.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ from .assemble import AssembledTrace, TraceAssembler
 from .config import Config, ConfigError
 from .conventions import is_group_key
 from .engine import ProgressEngine
+from .logs.adapters import is_logs_document, records_from_request
+from .logs.tracker import LogRunTracker, RunEnd
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
 from .spans import SpanRecord
 
@@ -108,6 +117,9 @@ class ScanResult:
         self.hidden: dict[tuple[str, str], int] = {}
         self.unreadable = False
         self.spans = 0
+        self.log_records = 0
+        #: run keys of the reports that are log runs (not traces)
+        self.log_runs: set[str] = set()
         self.held_peak = 0  # the most spans held at once while traces were assembled
         self.timelines: dict[tuple[str, str], Any] | None = None
         self._shown: dict[tuple[str, str], int] = {}
@@ -137,6 +149,7 @@ _KINDS = {
     "span": "spans that could not be read",
     "id": "spans with malformed or reused ids",
     "late": "spans that arrived after their trace was analysed",
+    "log": "log records that could not be read",
 }
 
 
@@ -153,6 +166,9 @@ class _Scan:
         self.ordered: list[tuple[int, int, TraceReport]] = []
         self.analysed = 0  # spans that went into the analysis
         self.group_spans: dict[str, str] = {}
+        self.logs = LogRunTracker(engine)
+        self.log_detections: dict[str, list[Any]] = {}
+        self.log_index = 0
 
     def read(self, path: str) -> None:
         result = self.result
@@ -175,6 +191,15 @@ class _Scan:
                     continue
                 line, doc = item
                 problems: list[ReadProblem] = []
+                if is_logs_document(doc):
+                    read_logs = self._add_logs(doc, source, line)
+                    documents += 1
+                    self.bar.advance(counting.count - before, 0)
+                    before = counting.count
+                    if not isinstance(doc, dict) or ("resourceSpans" not in doc and "resource_spans" not in doc):
+                        continue
+                    if not read_logs:
+                        continue
                 try:
                     spans = list(spans_from_request(doc, problems, source=source, line=line))
                 except (ValueError, TypeError) as exc:
@@ -193,8 +218,40 @@ class _Scan:
             if path != "-":
                 stream.close()
         if documents == 0 and not failed:
-            result.problem(ReadProblem(source, 0, "no OTLP/JSON trace data found"), "empty")
+            result.problem(ReadProblem(source, 0, "no OTLP/JSON trace or logs data found"), "empty")
             result.unreadable = True
+
+    def _add_logs(self, doc: Any, source: str, line: int) -> bool:
+        """Feed one logs document's records to the log tracker; False if it was unreadable."""
+        result = self.result
+        problems: list[ReadProblem] = []
+        try:
+            records = list(records_from_request(doc, problems, source=source, line=line,
+                                                start_index=self.log_index))
+        except (ValueError, TypeError) as exc:
+            result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
+            return False
+        for problem in problems:
+            result.problem(problem, "log")
+        self.log_index += len(records)
+        result.log_records += len(records)
+        for record in records:
+            detections, ended = self.logs.add(record)
+            for d in detections:
+                self.log_detections.setdefault(d.trace_id, []).append(d)
+            for end in ended:
+                self._log_report(end)
+        return True
+
+    def _log_report(self, end: RunEnd) -> None:
+        key = end.run.run_key
+        report = TraceReport(key, detections=self.log_detections.pop(key, []) + list(end.detections))
+        if end.summary is not None:
+            report.runs.append(end.summary)
+            report.tool_calls = end.summary.turns
+        self.analysed += 1
+        self.result.log_runs.add(key)
+        self.ordered.append((end.run.first_ns, len(self.ordered), report))
 
     def _add(self, spans: list[SpanRecord], source: str, line: int) -> None:
         result = self.result
@@ -216,6 +273,8 @@ class _Scan:
         for trace in self.assembler.finish():
             self._analyse(trace)
         self._end_groups()
+        for end in self.logs.finish():
+            self._log_report(end)
         result = self.result
         a = self.assembler
         if a.duplicates:
@@ -225,6 +284,9 @@ class _Scan:
             result.problem(ReadProblem("scan", 0, f"{a.incomplete:,} trace(s) analysed before their root span was"
                                                   " read: more spans were held at once than the limit"
                                                   " (--max-held-spans)"), "summary")
+        if result.log_records and not result.log_runs:
+            result.problem(ReadProblem("scan", 0, f"none of the {result.log_records:,} log record(s) read is an"
+                                                  " event a coding-agent reader knows (see docs/logs.md)"), "summary")
         if result.spans and not self.analysed:
             result.problem(ReadProblem("scan", 0, f"none of the {result.spans:,} span(s) read could be analysed"),
                            "summary")
@@ -317,8 +379,10 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
     else:
         out.write("no detections\n")
     runs = run_rows(result.reports)
+    traces = sum(not is_group_key(r.trace_id) and r.trace_id not in result.log_runs for r in result.reports)
+    logs = f", {result.log_records} log records" if result.log_records else ""
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
-              f" in {sum(not is_group_key(r.trace_id) for r in result.reports)} traces, {result.spans} spans\n")
+              f" in {traces} traces, {result.spans} spans{logs}\n")
     if runs:
         out.write(f"{'TRACE':<32}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
                   f"{'FIRST':>5}  {'WASTED TURNS':>12}  {'WASTED TOKENS':>13}\n")

@@ -1,0 +1,87 @@
+"""OTLP/JSON and protobuf logs to LogRecordView: the same view from both, odd input never
+raises, unreadable parts are reported."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+from otel_progress.logs.adapters import event_name_of, is_logs_document, records_from_request
+from otel_progress.logs.adapters_proto import records_from_proto
+from otel_progress.otlp_json import ReadProblem
+
+from .conftest import documents, golden
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _doc(record: dict, resource: list | None = None) -> dict:
+    return {"resourceLogs": [{"resource": {"attributes": resource or []},
+                              "scopeLogs": [{"scope": {"name": "s"}, "logRecords": [record]}]}]}
+
+
+def test_values_ids_and_times() -> None:
+    record = {"timeUnixNano": "0", "observedTimeUnixNano": "1700000000000000000",
+              "traceId": base64.b64encode(bytes.fromhex(TRACE)).decode(), "spanId": "00f067aa0ba902b7",
+              "severityNumber": 9, "body": {"stringValue": "claude_code.tool_result"},
+              "attributes": [{"key": "n", "value": {"intValue": "42"}},
+                             {"key": "ok", "value": {"boolValue": True}},
+                             {"key": "m", "value": {"kvlistValue": {"values": [
+                                 {"key": "a", "value": {"doubleValue": 1.5}}]}}}]}
+    [view] = records_from_request(_doc(record, [{"key": "service.name", "value": {"stringValue": "x"}}]))
+    assert view.time_ns == view.observed_ns == 1_700_000_000_000_000_000  # time 0: the observed time
+    assert view.trace_id == TRACE and view.span_id == "00f067aa0ba902b7"
+    assert view.event_name == "claude_code.tool_result"  # from the body
+    assert view.attributes == {"n": 42, "ok": True, "m": {"a": 1.5}}
+    assert view.resource == {"service.name": "x"} and view.scope == "s" and view.severity == 9
+
+
+def test_event_name_sources() -> None:
+    assert event_name_of("codex.tool_result", {}, None) == "codex.tool_result"
+    # Codex writes a source location into eventName: the attribute wins then
+    assert event_name_of("event otel/src/x.rs:1", {"event.name": "codex.tool_result"}, None) == "codex.tool_result"
+    assert event_name_of("", {}, "a plain message.") == ""
+    assert event_name_of(None, {"event.name": 5}, ["x"]) == ""
+
+
+@pytest.mark.parametrize("bad", [
+    {"resourceLogs": [1, {"scopeLogs": "x"}, {"scopeLogs": [{"logRecords": [None, "y", {"attributes": 3,
+                                                                                     "body": [1]}]}]}]},
+    {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"timeUnixNano": "soon", "traceId": "zz", "body": {"intValue": []},
+                                                      "attributes": [{"key": 1}, {"value": {}}]}]}]}]},
+])
+def test_odd_types_never_raise(bad: dict) -> None:
+    problems: list[ReadProblem] = []
+    views = list(records_from_request(bad, problems, source="f", line=3))
+    assert len(views) == 1
+    assert all(p.source == "f" and p.line == 3 for p in problems)
+
+
+def test_not_a_logs_document() -> None:
+    assert not is_logs_document({"resourceSpans": []})
+    with pytest.raises(ValueError, match="resourceLogs"):
+        list(records_from_request({"resourceSpans": []}))
+    with pytest.raises(ValueError, match="not a list"):
+        list(records_from_request({"resourceLogs": {"a": 1}}))
+
+
+def test_protobuf_gives_the_same_views_as_json() -> None:
+    for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-loop-details.jsonl", "gemini-cli-0.61.0-loop.jsonl"):
+        for doc in documents(golden(name)):
+            from_json = list(records_from_request(doc))
+            message = json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+            from_proto = [view for *_, view in records_from_proto(message)]
+            assert from_proto == from_json
+
+
+def _b64_ids(node):
+    """OTLP/JSON (hex ids) to protobuf's JSON mapping (base64 ids), for ParseDict."""
+    if isinstance(node, dict):
+        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_b64_ids(v) for v in node]
+    return node
