@@ -8,7 +8,8 @@ the unified-exec output format), and checked against what ``codex exec`` 0.171.0
 - ``codex.tool_result`` (the ``event.name`` attribute; the body is empty and the record's
   OTLP event name is a source location): ``tool_name``, ``call_id``, ``arguments`` (the raw
   argument string the model sent), ``success`` (``"true"``/``"false"``), ``duration_ms``,
-  ``output`` (a telemetry preview: at most 2 KiB / 64 lines, ending in
+  ``output`` (a telemetry preview: at most 2 KiB (the source also says 64 lines; 0.171.0
+  sent a 518-line preview), ending in
   ``[... telemetry preview truncated ...]`` when cut; newer builds also say
   ``output_truncated``), ``tool_result_seq``, ``conversation.id``, ``event.timestamp``.
 - ``codex.sse_event`` with ``event.kind = response.completed``: ``input_token_count``,
