@@ -40,6 +40,7 @@ __all__ = [
     "may_be_waiting",
     "same_prose",
     "says_nothing_found",
+    "without",
 ]
 
 _EMPTY_TEXT = re.compile(
@@ -284,23 +285,60 @@ def _opaque(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**9
 
 
+#: A field of a JSON-object result: a top-level key, or (key, inner key) one level down.
+Field = str | tuple[str, str]
+
+
+def _opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
+    """The opaque scalars of a result, at the top level and one level down."""
+    out: dict[Field, Any] = {}
+    for k, v in result.items():
+        if not isinstance(k, str):
+            continue
+        if isinstance(v, Mapping):
+            if len(v) <= _MAX_LEARN_KEYS:
+                out.update(((k, k2), v2) for k2, v2 in v.items() if isinstance(k2, str) and _opaque(v2))
+        elif _opaque(v):
+            out[k] = v
+    return out
+
+
 def has_opaque(result: Mapping[str, Any]) -> bool:
-    """Whether a JSON-object result has a top-level opaque token (a candidate envelope
-    field, see :class:`ResultMemory`)."""
-    return len(result) <= _MAX_LEARN_KEYS and any(_opaque(v) for v in result.values())
+    """Whether a JSON-object result has an opaque token at its top level or one level
+    down (a candidate envelope field, see :class:`ResultMemory`)."""
+    return len(result) <= _MAX_LEARN_KEYS and bool(_opaque_fields(result))
+
+
+def without(result: Mapping[str, Any], fields: frozenset[Field]) -> dict[str, Any]:
+    """A copy of ``result`` without ``fields`` (top-level keys and ``(key, inner)`` pairs)."""
+    inner: dict[str, set[str]] = {}
+    for f in fields:
+        if isinstance(f, tuple):
+            inner.setdefault(f[0], set()).add(f[1])
+    out: dict[str, Any] = {}
+    for k, v in result.items():
+        if k in fields:
+            continue
+        drop = inner.get(k)
+        if drop and isinstance(v, Mapping):
+            v = {k2: v2 for k2, v2 in v.items() if k2 not in drop}
+        out[k] = v
+    return out
 
 
 class ResultMemory:
     """What one run remembers about its tools' recent results, for the questions a digest
     cannot answer; bounded (a few tools, the last result of each).
 
-    **Learned volatile fields.** A top-level field of a tool's JSON-object results is
-    learned volatile when the same request (tool and arguments) got a result that repeats
-    the previous one for that request in every field but one or two, and those fields
+    **Learned volatile fields.** A field of a tool's JSON-object results (at the top level
+    or one level down, as in ``{"result": {"query_id": …, "hits": …}}``) is learned
+    volatile when the same request (tool and arguments) got a result that repeats the
+    previous one for that request in every field but one or two, and those fields
     held a different opaque token each time (:func:`_opaque`): the envelope of a reply
     (``query_id``, a response ``id``, a served-at time in epoch form), not its content.
     From then on the field is stripped from that tool's results before they are compared.
     Counters, words and small numbers never qualify: a poll whose counter moved advanced.
+    (This reads only the fields' values: cheap, and enough for an envelope.)
 
     **Reworded results.** The last plain-text result of each tool is kept (up to 16 KB) so
     that the same request answered in other words (:func:`same_prose`) is recognised as
@@ -310,9 +348,9 @@ class ResultMemory:
 
     def __init__(self) -> None:
         # (the tables are made when first needed: most runs never need some of them)
-        self.learned: dict[str, frozenset[str]] | None = None  # tool -> fields learned volatile
+        self.learned: dict[str, frozenset[Field]] | None = None  # tool -> fields learned volatile
         # tool -> (request digest, {field: value} of opaque scalars, digest of the rest)
-        self._last: dict[str, tuple[int, dict[str, Any], int]] | None = None
+        self._last: dict[str, tuple[int, dict[Field, Any], int]] | None = None
         # tool -> (request, its last text result or JSON object with a prose field)
         self._prose: dict[str, tuple[int, Any]] | None = None
         self._commands: set[int] | None = None  # request digests of the commands sent so far
@@ -335,14 +373,14 @@ class ResultMemory:
         keys = self.learned.get(tool) if self.learned else None
         if not keys:
             return result
-        return {k: v for k, v in result.items() if k not in keys}
+        return without(result, keys)
 
     def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any) -> bool:
         """Note a JSON-object result of ``tool`` for ``request``; ``rest_digest(fields)``
         digests the result without those fields. True when a field was learned now."""
         if len(result) > _MAX_LEARN_KEYS:
             return False
-        opaque = {k: v for k, v in result.items() if isinstance(k, str) and _opaque(v)}
+        opaque = _opaque_fields(result)
         table = self._last
         last = table.get(tool) if table is not None else None
         if not opaque:

@@ -22,6 +22,7 @@ import orjson
 from .canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
 from .config import Config
 from .content import (
+    Field,
     ResultMemory,
     command_of,
     has_opaque,
@@ -30,6 +31,7 @@ from .content import (
     is_empty,
     is_silent,
     may_be_waiting,
+    without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
@@ -376,8 +378,8 @@ class Pipeline:
         for its tool (learning from this result first)."""
         d = self.digester
 
-        def rest(fields: frozenset[str]) -> int:
-            return d.local(d.result({k: v for k, v in parsed.items() if k not in fields}, name)[0])
+        def rest(fields: frozenset[Field]) -> int:
+            return d.local(d.result(without(parsed, fields), name)[0])
 
         memory.learn(name, request, parsed, rest)
         if memory.learned and name in memory.learned:

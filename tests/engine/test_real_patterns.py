@@ -249,6 +249,15 @@ def test_fields_new_on_every_call_while_the_rest_repeats_are_learned_volatile() 
     assert brief(run(seq, Config(volatile_keys=frozenset({"query_id"}))))[0][0] <= 4
 
 
+def test_an_envelope_one_level_down_is_learned_too() -> None:
+    hits = [{"title": "Refund policy", "url": "/docs/refunds"}] * 12
+    seq = [call("search_docs", {"q": "refund policy"},
+                json.dumps({"ok": True, "result": {"query_id": f"q_{7731 + 17 * i:08x}", "hits": hits}}))
+           for i in range(8)]
+    dets = run(seq)
+    assert dets and dets[0].turn <= 6
+
+
 def test_a_counter_that_moves_is_not_an_envelope() -> None:
     seq = [call("get_job", {"id": "j_1"}, json.dumps({"job": "j_1", "done_items": 10 * i, "total": 90}))
            for i in range(9)]
