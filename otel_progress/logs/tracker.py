@@ -150,7 +150,7 @@ class LogRunTracker:
             run.scope = scope
         if observation.kind == "tool" and observation.call is not None:
             call = observation.call
-            call_id = call.span_id or _stable_id(key, observation, record)
+            call_id = self.call_id(observation, record)
             observation = observation._replace(call=dataclasses.replace(
                 call, trace_id=key, run_id=key, span_id=call_id, agent=call.agent or observation.agent))
             if ref is not None:
@@ -163,6 +163,15 @@ class LogRunTracker:
         while len(run.buffer) > self.reorder_window:
             out.extend(self._feed(run, heapq.heappop(run.buffer)[2]))
         return out, ended
+
+    @staticmethod
+    def call_id(observation: LogObservation, record: LogRecordView | None = None) -> str:
+        """The id the engine knows a tool call by: the reader's (``call.span_id``), else one
+        derived from the record (stable: the same record gives the same id)."""
+        call = observation.call
+        if call is not None and call.span_id:
+            return call.span_id
+        return _stable_id(observation.run_key, observation, record)
 
     def release(self, run_key: str | None = None) -> list[Detection]:
         """Feed everything buffered (of one run, or of all) to the engine, in order."""

@@ -1,4 +1,5 @@
-"""``otel-progress serve``: the OTLP/gRPC TraceService/Export detection service.
+"""``otel-progress serve``: the OTLP/gRPC TraceService/Export detection service (and
+LogsService/Export on the same listener, for coding agents' log events: :mod:`.logs`).
 
 The servicer is opentelemetry-proto's generated ``TraceServiceServicer`` registered on
 grpcio with a raw-bytes request deserializer, so that a batch that gains no annotation is
@@ -43,6 +44,7 @@ from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
+from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
 from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
@@ -53,6 +55,7 @@ __all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
 _log = logging.getLogger("otel_progress.service")
 
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 _REFUSERS = 4  # worker threads beyond max_inflight: they only answer refusals, so none queues
 _EMPTY_REQUEST = ExportTraceServiceRequest().SerializeToString()
 
@@ -104,6 +107,8 @@ class ProgressService:
             trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, batch_cache=cfg.batch_cache,
             max_state_bytes=cfg.max_state_mib * 1024 * 1024,
         )
+        self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=cfg.trace_ttl)
+        self._logs_forwarder: LogsForwarder | None = None
         self._token = cfg.token()
         self._forwarder: Forwarder | None = None
         self._tap: TapExporter | None = None
@@ -142,6 +147,10 @@ class ProgressService:
         else:
             self._forwarder = self._forwarder_for(cfg.tap_target)
             self._tap = TapExporter(self._forwarder, self.metrics)
+        self._logs_forwarder = LogsForwarder(
+            cfg.forward_endpoint if cfg.mode == "inline" else cfg.tap_target, timeout=cfg.forward_timeout,
+            compression=cfg.forward_compression, insecure=cfg.forward_insecure, ca_file=cfg.forward_ca,
+            headers=cfg.forward_headers, max_message_mib=cfg.max_receive_mib + 1)
         metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
         if metrics_endpoint:
             self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
@@ -166,7 +175,14 @@ class ProgressService:
                 response_serializer=ExportTraceServiceResponse.SerializeToString,
             ),
         })
-        server.add_generic_rpc_handlers((handler,))
+        logs_handler = grpc.method_handlers_generic_handler(_LOGS_SERVICE, {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                self.export_logs,
+                request_deserializer=None,
+                response_serializer=ExportLogsServiceResponse.SerializeToString,
+            ),
+        })
+        server.add_generic_rpc_handlers((handler, logs_handler))
         try:
             if cfg.tls_cert:
                 with open(cfg.tls_cert, "rb") as fh:
@@ -267,6 +283,8 @@ class ProgressService:
             self._pusher.shutdown()
         for fwd in {id(f): f for f in (self._forwarder, self._metrics_forwarder) if f is not None}.values():
             fwd.close()
+        if self._logs_forwarder is not None:
+            self._logs_forwarder.close()
         if self._health is not None:
             self._health.stop()
         self._ready = False
@@ -280,6 +298,7 @@ class ProgressService:
         while not self._maint_stop.wait(0.5):
             try:
                 self.detector.maintain()
+                self.logs.maintain()
                 self._probe_downstream()
             except Exception:  # pragma: no cover - never let maintenance die
                 self.metrics.add("progress.service.errors")
@@ -301,7 +320,11 @@ class ProgressService:
 
     # -- the RPC ----------------------------------------------------------------------
 
-    def export(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def export_logs(self, raw: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        """``LogsService/Export``: the same auth, admission, answers and metrics as traces."""
+        return self.export(raw, context, self._handle_logs)  # type: ignore[return-value]
+
+    def export(self, raw: bytes, context: grpc.ServicerContext, handle: Any = None) -> ExportTraceServiceResponse:
         started = time.monotonic()
         outcome: ExportTraceServiceResponse | _Failure
         if self._token and not self._authorized(context):
@@ -311,7 +334,7 @@ class ProgressService:
             outcome = _Failure(grpc.StatusCode.UNAVAILABLE, refusal, retry=True)
         else:
             try:
-                outcome = self._handle(bytes(raw), context)
+                outcome = (handle or self._handle)(bytes(raw), context)
             except Exception as exc:  # never UNKNOWN
                 self.metrics.add("progress.service.errors")
                 _log.exception("otel-progress: unexpected error in Export")
@@ -418,6 +441,58 @@ class ProgressService:
         return _Failure(grpc.StatusCode.UNAVAILABLE,
                         f"downstream {endpoint} failed ({code}: {fwd.message}); not acknowledged, retry",
                         retry=True)
+
+    def _handle_logs(self, raw: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse | _Failure:
+        """Detect in a logs request, then forward it (inline: annotated; tap: only the
+        detection records go to the tap target). See :mod:`.logs`."""
+        out = raw
+        new: list[Any] = []
+        try:
+            result = self.logs.process(raw)
+        except MalformedLogsRequest as exc:
+            return _Failure(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception:
+            self.metrics.add("progress.service.errors")
+            _log.exception("otel-progress: detection in logs failed; forwarding the batch unannotated")
+            result = None
+        if result is not None:
+            new = result.new_detections
+            if result.annotated and self.config.mode == "inline":
+                out = result.request.SerializeToString()
+                self.metrics.add("progress.service.batches.annotated")
+        assert self._logs_forwarder is not None
+        if self.config.mode == "tap":
+            if result is not None and new:
+                findings = self.logs.findings_request(result.request, new)
+                sent = self._logs_forwarder.forward(findings.SerializeToString(), self.config.forward_timeout)
+                self.metrics.add("progress.service.tap.exported" if sent.ok else "progress.service.tap.dropped",
+                                 len(new))
+            return ExportLogsServiceResponse()
+        remaining = context.time_remaining()
+        timeout = self.config.forward_timeout
+        if remaining is not None:
+            timeout = min(timeout, max(0.05, remaining - 0.25))
+        fwd = self._logs_forwarder.forward(out, timeout)
+        if self._downstream is not None:
+            self._downstream.record(fwd.ok, fwd.code, fwd.message)
+        if fwd.ok:
+            return ExportLogsServiceResponse()
+        endpoint = self._logs_forwarder.endpoint
+        code = fwd.code.name
+        records = result.records if result is not None else 0
+        if fwd.permanent:
+            self.metrics.add("progress.service.forward.failures", 1, {"code": code.lower(), "outcome": "permanent"})
+            self._logs.log(f"permanent-logs-{code}", logging.ERROR,
+                           f"otel-progress: downstream {endpoint} rejected a batch of {records} log records"
+                           f" permanently ({code}: {fwd.message[:300]}); answered {code}, so the sender drops it")
+            status = fwd.code if fwd.code is not grpc.StatusCode.OK else grpc.StatusCode.INTERNAL
+            return _Failure(status, f"downstream {endpoint} rejected the data permanently ({code}): {fwd.message}")
+        self.metrics.add("progress.service.forward.failures", 1, {"code": code.lower(), "outcome": "retry"})
+        self._logs.log(f"retry-logs-{code}", logging.WARNING,
+                       f"otel-progress: forward of log records to {endpoint} failed ({code}: {fwd.message[:300]});"
+                       " batch not acknowledged, the sender retries it")
+        return _Failure(grpc.StatusCode.UNAVAILABLE,
+                        f"downstream {endpoint} failed ({code}: {fwd.message}); not acknowledged, retry", retry=True)
 
     def _tap_findings(self, raw: bytes, result: BatchResult) -> None:
         assert self._tap is not None

@@ -1,0 +1,294 @@
+"""``LogsService/Export`` in ``otel-progress serve``: coding agents' OTLP log events.
+
+:class:`LogsDetector` decodes an ``ExportLogsServiceRequest``, reads each record with the
+agents' readers (:mod:`otel_progress.logs`) and feeds one shared
+:class:`~otel_progress.logs.tracker.LogRunTracker`; the runs a request touched are
+released to the engine at the end of the request (records inside one request are put in
+each run's own order; across requests, arrival order), and a run ends when idle for the
+trace TTL. Detections are written into the request as the design of issue 12 asks:
+
+- the offending tool record (when it is in the request) gets ``progress.detected``,
+  ``progress.reason`` and ``progress.level``;
+- a detection record (``event_name`` and ``event.name`` = ``progress.no_progress`` or
+  ``progress.livelock``, attributes :meth:`Detection.event_attributes` plus the three
+  above, the tool call's id and the run's ids) is added in the offending record's resource
+  and scope, or, when that record came in an earlier request, in a resource copied from the
+  run's latest record.
+
+Annotations never carry arguments or outputs: the detection record's body is a one-line
+summary and the nudge and handoff texts are left out. A request delivered again (the
+sender retried it) is annotated again the same way: the tracker gives each tool call a
+stable id, the engine does not count it twice, and the detections placed on that id are
+re-placed.
+
+:class:`LogsForwarder` sends the (annotated) request downstream to ``LogsService/Export``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
+
+from ..engine import ProgressEngine
+from ..limits import clip_chars
+from ..logs import read_log
+from ..logs.adapters_proto import records_from_proto
+from ..logs.tracker import LogRunTracker
+from ..model import Detection
+from .forwarder import ForwardResult, _failure, channel_for
+from .metrics import ServiceMetrics
+from .otlp import key_values
+
+__all__ = [
+    "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "annotate_record", "detection_record",
+]
+
+LOGS_EXPORT_METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+ExportLogsServiceRequest = logs_service_pb2.ExportLogsServiceRequest
+ExportLogsServiceResponse = logs_service_pb2.ExportLogsServiceResponse
+
+#: Attributes copied from the offending record to the detection record (ids only), so a
+#: backend query on the session finds both.
+RUN_ID_ATTRIBUTES = ("session.id", "prompt.id", "prompt_id", "conversation.id", "conversation_id")
+_MAX_VALUE = 256
+_SEVERITY_WARN = logs_pb2.SEVERITY_NUMBER_WARN
+#: Tool call ids remembered with their detections (to re-place them on a redelivery).
+_MAX_PLACED = 16_384
+
+
+class MalformedLogsRequest(ValueError):
+    """The request is not an ``ExportLogsServiceRequest``."""
+
+
+@dataclass
+class LogsResult:
+    """What one request produced: the records read and the detections placed."""
+
+    records: int = 0
+    observed: int = 0
+    detections: list[Detection] = field(default_factory=list)
+    new_detections: list[Detection] = field(default_factory=list)
+    request: Any = None
+    annotated: bool = False
+
+
+def _bounded(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: clip_chars(v, _MAX_VALUE) if isinstance(v, str) else v for k, v in attrs.items()}
+
+
+def annotate_record(record: Any, det: Detection) -> bool:
+    """Add ``progress.detected``/``progress.reason``/``progress.level`` to a protobuf log
+    record (replacing earlier values). Returns whether it changed."""
+    wanted = _bounded(det.span_attributes())
+    current = {kv.key: kv.value for kv in record.attributes}
+    if (current.get("progress.reason") is not None and current["progress.reason"].string_value == det.reason.value
+            and current.get("progress.level") is not None
+            and current["progress.level"].int_value >= int(det.level)):
+        return False
+    kept = [kv for kv in record.attributes if kv.key not in wanted]
+    del record.attributes[:]
+    record.attributes.extend(kept)
+    record.attributes.extend(key_values(wanted))
+    return True
+
+
+def detection_record(det: Detection, source: Any = None, now_ns: int | None = None) -> Any:
+    """The detection event record of ``det``; ``source`` is the offending record (its time,
+    trace context and run ids are copied), if known."""
+    now = time.time_ns() if now_ns is None else now_ns
+    name = "progress." + det.event
+    record = logs_pb2.LogRecord(
+        time_unix_nano=(source.time_unix_nano or source.observed_time_unix_nano) if source is not None else now,
+        observed_time_unix_nano=now,
+        severity_number=_SEVERITY_WARN,
+        severity_text="WARN",
+        event_name=name,
+    )
+    record.body.string_value = (f"otel-progress: {det.reason.value} at turn {det.turn} of {det.agent or 'the agent'}"
+                                f" (level {int(det.level)}, {det.level.action})")
+    attrs: dict[str, Any] = {"event.name": name}
+    attrs.update(det.event_attributes())
+    attrs.update(det.span_attributes())
+    attrs["progress.annotates.tool_call.id"] = det.span_id
+    attrs["progress.run_key"] = det.run_id
+    if det.agent:
+        attrs["gen_ai.agent.name"] = det.agent
+    if source is not None:
+        record.trace_id = source.trace_id
+        record.span_id = source.span_id
+        for kv in source.attributes:
+            if kv.key in RUN_ID_ATTRIBUTES and kv.value.WhichOneof("value") == "string_value":
+                attrs[kv.key] = kv.value.string_value
+    record.attributes.extend(key_values(_bounded(attrs)))
+    return record
+
+
+@dataclass
+class _RunPlace:
+    resource: Any = None  # resource_pb2.Resource of the run's latest record
+    scope: Any = None  # common_pb2.InstrumentationScope
+
+
+class LogsDetector:
+    """Detection over ``ExportLogsServiceRequest`` bytes (thread-safe; one per service)."""
+
+    def __init__(self, engine: ProgressEngine, metrics: ServiceMetrics, *, idle_seconds: float = 3600.0,
+                 max_runs: int | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.tracker = LogRunTracker(engine, reorder_window=1 << 30, idle_seconds=idle_seconds, max_runs=max_runs)
+        self._lock = threading.Lock()
+        self._placed: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
+        self._places: dict[str, _RunPlace] = {}
+
+    def process(self, raw: bytes) -> LogsResult:
+        """Read, detect and annotate one request (``result.request`` is the decoded message,
+        changed in place when ``result.annotated``). Raises :class:`MalformedLogsRequest`."""
+        try:
+            request = ExportLogsServiceRequest.FromString(raw)
+        except Exception as exc:
+            raise MalformedLogsRequest(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
+        result = LogsResult(request=request)
+        locations: dict[str, tuple[int, int, int]] = {}
+        replays: list[tuple[tuple[int, int, int], Detection]] = []
+        touched: dict[str, tuple[int, int]] = {}
+        found: list[Detection] = []
+        with self._lock:
+            for ri, si, li, view in records_from_proto(request):
+                result.records += 1
+                observation = read_log(view)
+                if observation is None or observation.kind not in ("tool", "tokens"):
+                    continue
+                result.observed += 1
+                touched[observation.run_key] = (ri, si)  # the run's latest record in this request
+                if observation.kind == "tool":
+                    call_id = self.tracker.call_id(observation, view)
+                    locations[call_id] = (ri, si, li)
+                    for det in self._placed.get(call_id, ()):
+                        replays.append(((ri, si, li), det))
+                dets, ended = self.tracker.add_observation(observation, view)
+                found.extend(dets)
+                for end in ended:
+                    found.extend(end.detections)
+                    self._places.pop(end.run.run_key, None)
+            for key, (ri, si) in touched.items():
+                found.extend(self.tracker.release(key))
+                rl = request.resource_logs[ri]
+                place = self._places.setdefault(key, _RunPlace())
+                place.resource = resource_pb2.Resource()
+                place.resource.CopyFrom(rl.resource)
+                place.scope = common_pb2.InstrumentationScope()
+                place.scope.CopyFrom(rl.scope_logs[si].scope)
+            for det in found:
+                self._placed[det.span_id] = (*self._placed.get(det.span_id, ()), det)
+                self._placed.move_to_end(det.span_id)
+            while len(self._placed) > _MAX_PLACED:
+                self._placed.popitem(last=False)
+            places = {key: self._places[key] for key in touched if key in self._places}
+        self.metrics.add("progress.service.log_records.received", result.records)
+        self.metrics.add("progress.service.log_records.read", result.observed)
+        placements = [(locations.get(det.span_id), det) for det in found] + replays
+        for loc, det in placements:
+            self._place(request, loc, det, places.get(det.run_id))
+            result.annotated = True
+        for det in found:
+            self.metrics.add("progress.service.detections", 1, {
+                "progress.reason": det.reason.value, "progress.level": int(det.level),
+                "progress.scope": det.scope.value, "progress.event": det.event,
+            })
+        result.detections = [d for _, d in placements]
+        result.new_detections = found
+        return result
+
+    def _place(self, request: Any, loc: tuple[int, int, int] | None, det: Detection, place: _RunPlace | None) -> None:
+        if loc is not None:
+            ri, si, li = loc
+            scope_logs = request.resource_logs[ri].scope_logs[si]
+            source = scope_logs.log_records[li]
+            annotate_record(source, det)
+            scope_logs.log_records.append(detection_record(det, source))
+            return
+        self.metrics.add("progress.service.detections.detached")
+        rl = request.resource_logs.add()
+        if place is not None and place.resource is not None:
+            rl.resource.CopyFrom(place.resource)
+        sl = rl.scope_logs.add()
+        if place is not None and place.scope is not None:
+            sl.scope.CopyFrom(place.scope)
+        sl.log_records.append(detection_record(det))
+
+    @staticmethod
+    def findings_request(request: Any, detections: Sequence[Detection]) -> Any:
+        """Tap mode: a request holding only the detection records that :meth:`process`
+        added to ``request`` (each in its resource and scope)."""
+        wanted = {"progress." + d.event for d in detections}
+        out = ExportLogsServiceRequest()
+        for rl in request.resource_logs:
+            target = None
+            for sl in rl.scope_logs:
+                records = [r for r in sl.log_records if r.event_name in wanted
+                           and any(kv.key == "progress.annotates.tool_call.id" for kv in r.attributes)]
+                if not records:
+                    continue
+                if target is None:
+                    target = out.resource_logs.add()
+                    target.resource.CopyFrom(rl.resource)
+                new = target.scope_logs.add()
+                new.scope.CopyFrom(sl.scope)
+                new.log_records.extend(records)
+        return out
+
+    def maintain(self, now: float | None = None) -> list[Detection]:
+        """End the runs idle for longer than the TTL; returns their last detections (they
+        have no request to go in: counted as detached)."""
+        with self._lock:
+            ended = self.tracker.end_idle(now)
+            for end in ended:
+                self._places.pop(end.run.run_key, None)
+        out = [d for end in ended for d in end.detections]
+        if out:
+            self.metrics.add("progress.service.detections.detached", len(out))
+        return out
+
+    @property
+    def open_runs(self) -> int:
+        """Runs of log input held."""
+        return len(self.tracker.runs)
+
+
+class LogsForwarder:
+    """Sends ``ExportLogsServiceRequest`` bytes to one OTLP/gRPC endpoint (``LogsService``)."""
+
+    def __init__(self, endpoint: str, *, timeout: float = 4.0, compression: str = "gzip", insecure: bool = True,
+                 ca_file: str = "", headers: Sequence[tuple[str, str]] = (), max_message_mib: int = 64) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.compression = grpc.Compression.Gzip if compression == "gzip" else grpc.Compression.NoCompression
+        self.headers = tuple(headers)
+        self._channel = channel_for(endpoint, insecure=insecure, ca_file=ca_file, max_message_mib=max_message_mib)
+        self._export = self._channel.unary_unary(LOGS_EXPORT_METHOD, request_serializer=lambda b: b,
+                                                 response_deserializer=ExportLogsServiceResponse.FromString)
+
+    def forward(self, raw: bytes, timeout: float | None = None) -> ForwardResult:
+        """Send the bytes; never raises."""
+        deadline = self.timeout if timeout is None else max(0.05, min(self.timeout, timeout))
+        try:
+            response = self._export(raw, timeout=deadline, metadata=self.headers or None, compression=self.compression)
+        except grpc.RpcError as exc:
+            return _failure(exc)
+        except Exception as exc:  # e.g. the channel was closed during shutdown
+            return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, f"forward failed: {exc}")
+        return ForwardResult(True, grpc.StatusCode.OK, "", response)
+
+    def close(self) -> None:
+        self._channel.close()

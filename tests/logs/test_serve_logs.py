@@ -1,0 +1,189 @@
+"""``otel-progress serve``'s LogsService/Export over real gRPC on 127.0.0.1: the golden
+captures of the real CLIs sent as OTLP protobuf, annotated records forwarded to a real
+gRPC sink (inline) or only detection records to the tap target, the same auth and retry
+answers as traces, a retried request annotated again and counted once."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
+
+from otel_progress import Config
+from otel_progress.service.options import ServiceConfig
+from otel_progress.service.server import ProgressService
+
+from .conftest import documents, golden
+
+
+class LogsSink:
+    """A real OTLP/gRPC LogsService that records requests and can be told to fail."""
+
+    def __init__(self) -> None:
+        self.received: list[ExportLogsServiceRequest] = []
+        self.fail_codes: list[grpc.StatusCode] = []
+        self.lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
+        handler = grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService", {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                self._export, request_deserializer=ExportLogsServiceRequest.FromString,
+                response_serializer=ExportLogsServiceResponse.SerializeToString)})
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _export(self, request: ExportLogsServiceRequest, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        with self.lock:
+            code = self.fail_codes.pop(0) if self.fail_codes else None
+        if code is not None:
+            context.abort(code, f"told to fail with {code.name}")
+        with self.lock:
+            self.received.append(request)
+        return ExportLogsServiceResponse()
+
+    def records(self) -> list[Any]:
+        with self.lock:
+            return [r for req in self.received for rl in req.resource_logs for sl in rl.scope_logs
+                    for r in sl.log_records]
+
+
+def _b64_ids(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_b64_ids(v) for v in node]
+    return node
+
+
+def _requests(name: str) -> list[ExportLogsServiceRequest]:
+    return [json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+            for doc in documents(golden(name))]
+
+
+@pytest.fixture
+def sink() -> Iterator[LogsSink]:
+    s = LogsSink()
+    yield s
+    s.server.stop(0)
+
+
+def _service(**options: Any) -> ProgressService:
+    options.setdefault("listen", "127.0.0.1:0")
+    options.setdefault("health_listen", "")
+    options.setdefault("drain_timeout", 1.0)
+    return ProgressService(ServiceConfig(**options), Config()).start()
+
+
+def _attrs(record: Any) -> dict[str, Any]:
+    return {kv.key: json_format.MessageToDict(kv.value) for kv in record.attributes}
+
+
+def _send(port: int, requests: list[ExportLogsServiceRequest], metadata: tuple = ()) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = LogsServiceStub(channel)
+        for request in requests:
+            stub.Export(request, timeout=10, metadata=metadata)
+
+
+def test_inline_annotates_and_forwards(sink: LogsSink) -> None:
+    service = _service(forward_endpoint=f"127.0.0.1:{sink.port}")
+    try:
+        requests = _requests("codex-0.171.0-loop.jsonl")
+        _send(service.port, requests)
+        records = sink.records()
+        assert len(records) == sum(len(sl.log_records) for r in requests for rl in r.resource_logs
+                                   for sl in rl.scope_logs) + 3  # everything forwarded, plus 3 detections
+        events = [r for r in records if r.event_name == "progress.no_progress"]
+        assert [_attrs(e)["progress.turn"] for e in events] == [{"intValue": "2"}, {"intValue": "4"},
+                                                                {"intValue": "6"}]
+        first = _attrs(events[0])
+        assert first["event.name"] == {"stringValue": "progress.no_progress"}
+        assert first["progress.reason"] == {"stringValue": "repeat_cycle"}
+        assert "conversation.id" in first and "progress.annotates.tool_call.id" in first
+        marked = [r for r in records if r.event_name != "progress.no_progress" and "progress.detected" in _attrs(r)]
+        assert len(marked) == 3 and all(_attrs(r)["progress.level"]["intValue"] in "123" for r in marked)
+        # never raw arguments or outputs in annotations
+        raw = [_attrs(r).get("arguments") for r in marked]
+        for event in events:
+            text = event.SerializeToString()
+            assert all(a is None or a["stringValue"].encode() not in text for a in raw)
+        assert service.metrics.value("progress.service.detections", {
+            "progress.reason": "repeat_cycle", "progress.level": 1, "progress.scope": "agent",
+            "progress.event": "no_progress"}) == 1
+        assert service.metrics.value("progress.service.log_records.read") > 0
+        assert "progress_service_log_records_received_total" in service.metrics.prometheus_text()
+    finally:
+        service.stop(grace=0.5)
+
+
+def test_retry_is_annotated_again_and_counted_once(sink: LogsSink) -> None:
+    service = _service(forward_endpoint=f"127.0.0.1:{sink.port}")
+    try:
+        whole = ExportLogsServiceRequest()
+        for request in _requests("claude-code-2.1.332-failing-command-details.jsonl"):
+            whole.MergeFrom(request)
+        sink.fail_codes = [grpc.StatusCode.UNAVAILABLE]
+        with pytest.raises(grpc.RpcError) as info:
+            _send(service.port, [whole])
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE  # not acknowledged: the sender retries
+        assert sink.records() == []
+        _send(service.port, [whole])  # the retry
+        events = [r for r in sink.records() if r.event_name.startswith("progress.")]
+        assert len(events) == 1 and _attrs(events[0])["progress.reason"] == {"stringValue": "error_recurrence"}
+        assert sum(v for _, v in _series(service, "progress.service.detections")) == 1
+        sink.fail_codes = [grpc.StatusCode.INVALID_ARGUMENT]
+        with pytest.raises(grpc.RpcError) as info:
+            _send(service.port, [whole])
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # permanent: the sender drops it
+    finally:
+        service.stop(grace=0.5)
+
+
+def _series(service: ProgressService, name: str) -> list[tuple[Any, float]]:
+    for definition, values in service.metrics.snapshot():
+        if definition.name == name:
+            return values
+    return []
+
+
+def test_auth_and_bad_request(sink: LogsSink) -> None:
+    service = _service(forward_endpoint=f"127.0.0.1:{sink.port}", auth_token="s3cret")
+    try:
+        requests = _requests("qwen-code-0.24.4-healthy.jsonl")
+        with pytest.raises(grpc.RpcError) as info:
+            _send(service.port, requests)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        _send(service.port, requests, metadata=(("authorization", "Bearer s3cret"),))
+        assert sink.records() and not any(r.event_name.startswith("progress.") for r in sink.records())
+        with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+                                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            with pytest.raises(grpc.RpcError) as info:
+                export(b"\xff\xff\xff", timeout=5, metadata=(("authorization", "Bearer s3cret"),))
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        service.stop(grace=0.5)
+
+
+def test_tap_sends_only_detection_records(sink: LogsSink) -> None:
+    service = _service(mode="tap", tap_endpoint=f"127.0.0.1:{sink.port}")
+    try:
+        _send(service.port, _requests("gemini-cli-0.61.0-failing-edit.jsonl"))
+        records = sink.records()
+        assert records and all(r.event_name == "progress.no_progress" for r in records)
+        assert _attrs(records[0])["progress.reason"] == {"stringValue": "error_recurrence"}
+        assert _attrs(records[0])["progress.evidence_level"] == {"stringValue": "arguments"}
+    finally:
+        service.stop(grace=0.5)
