@@ -4,8 +4,7 @@ what it exports, for the Codex CLI and Gemini CLI tests.
 - :func:`npm_install` installs a pinned package under ``~/.cache/otel-progress/npm/`` (once)
   and returns its ``node_modules``; without npm or the registry the test is skipped, or
   fails under ``CI=true``.
-- :class:`Receiver` is a small OTLP/HTTP receiver on 127.0.0.1 (JSON bodies, with or
-  without Content-Length) that keeps every export request it gets, by signal.
+- :class:`Receiver` is the shared OTLP/HTTP receiver on 127.0.0.1 (:mod:`.otlp_http`).
 - :func:`write_jsonl` writes captured requests in the Collector file exporter's format
   (one ``Export*ServiceRequest`` per line); :func:`slim` shortens, for the golden files,
   the long attributes of records no reader reads (Gemini's prompt and model-response
@@ -22,9 +21,7 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +29,13 @@ import pytest
 
 from otel_progress import ProgressEngine
 from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
+from otel_progress.logs.adapters import event_name_of, records_from_request
 from otel_progress.model import Detection
 
+from .otlp_http import OtlpHttpReceiver
+
+#: The receiver the CLI tests export to (the shared one of :mod:`.otlp_http`).
+Receiver = OtlpHttpReceiver
 GOLDEN = Path(__file__).parent / "golden"
 CACHE = Path.home() / ".cache" / "otel-progress" / "npm"
 #: Set to 1 to rewrite the golden files from a fresh capture.
@@ -72,76 +74,6 @@ def npm_install(package: str, version: str, name: str, timeout: float = 600) -> 
     return root / "node_modules"
 
 
-class Receiver:
-    """An OTLP/HTTP receiver on 127.0.0.1 keeping the decoded JSON export requests.
-
-    Attributes:
-        requests: ``{"logs": [...], "traces": [...], "metrics": [...]}``, in arrival order.
-    """
-
-    def __init__(self) -> None:
-        self.requests: dict[str, list[dict[str, Any]]] = {"logs": [], "traces": [], "metrics": []}
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> Receiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = bytearray()
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return bytes(data)
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def do_POST(self) -> None:
-                body = self._body()
-                signal = self.path.rstrip("/").rsplit("/", 1)[-1]
-                status = 200
-                try:
-                    decoded = json.loads(body or b"{}")
-                except ValueError:
-                    status = 415  # only JSON here
-                    decoded = None
-                if isinstance(decoded, dict) and signal in receiver.requests:
-                    with receiver._lock:
-                        receiver.requests[signal].append(decoded)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-        return Handler
-
-
 def write_jsonl(path: Path, requests: Iterable[dict[str, Any]]) -> None:
     """Write export requests one per line (the Collector file exporter's format)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +104,7 @@ def slim(requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             for scope_logs in resource_logs.get("scopeLogs", ()):
                 for record in scope_logs.get("logRecords", ()):
                     attributes = _attrs(record.get("attributes"))
-                    if _event_name(record, attributes, _value(record.get("body"))) not in read:
+                    if event_name_of(record.get("eventName"), attributes, _value(record.get("body"))) not in read:
                         _slim_attributes(record.get("attributes"))
         for resource_spans in request.get("resourceSpans", ()):
             for scope_spans in resource_spans.get("scopeSpans", ()):
@@ -201,39 +133,16 @@ def _attrs(items: Any) -> dict[str, Any]:
     return {kv["key"]: _value(kv.get("value")) for kv in items or ()}
 
 
-def _event_name(record: dict[str, Any], attributes: dict[str, Any], body: Any) -> str:
-    name = record.get("eventName") or ""
-    if name and " " not in name:  # Codex puts a source location ("event otel/src/...") here
-        return name
-    attribute = attributes.get("event.name")
-    if isinstance(attribute, str) and attribute:
-        return attribute
-    if isinstance(body, str) and " " not in body and "." in body and len(body) < 128:
-        return body
-    return ""
-
-
 def read_records(path: Path) -> Iterator[LogRecordView]:
-    """The log records of an OTLP/JSON logs file, in file order."""
+    """The log records of an OTLP/JSON logs file, in file order, through the project's
+    adapter (:func:`otel_progress.logs.adapters.records_from_request`, as scan reads them)."""
     index = 0
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
-        for resource_logs in json.loads(line).get("resourceLogs", ()):
-            resource = _attrs((resource_logs.get("resource") or {}).get("attributes"))
-            for scope_logs in resource_logs.get("scopeLogs", ()):
-                scope = (scope_logs.get("scope") or {}).get("name", "")
-                for record in scope_logs.get("logRecords", ()):
-                    attributes = _attrs(record.get("attributes"))
-                    body = _value(record.get("body"))
-                    observed = int(record.get("observedTimeUnixNano") or 0)
-                    yield LogRecordView(
-                        time_ns=int(record.get("timeUnixNano") or 0) or observed, observed_ns=observed,
-                        event_name=_event_name(record, attributes, body), body=body, attributes=attributes,
-                        resource=resource, scope=scope, trace_id=record.get("traceId", ""),
-                        span_id=record.get("spanId", ""), severity=int(record.get("severityNumber") or 0),
-                        index=index)
-                    index += 1
+        for record in records_from_request(json.loads(line), source=str(path), line=number, start_index=index):
+            index = record.index + 1
+            yield record
 
 
 def observations(path: Path) -> list[LogObservation]:
