@@ -10,6 +10,15 @@ from .base import Signal, Step, count_last
 
 __all__ = ["FrequencySignal"]
 
+_MAX_REQUESTS = 256  # requests with a partial result a run remembers having seen
+
+
+class _Keys(array):  # type: ignore[type-arg]
+    """The window of keys, and the requests with a partial result seen so far (made on
+    first use; cleared past its cap, which can only start a count afresh)."""
+
+    requests: set[int] | None = None
+
 class FrequencySignal(Signal):
     """Fires when one call key (name, arguments, result) occurs ``frequency_count`` times
     within the last ``frequency_window`` calls, consecutive or not. Calls are counted one
@@ -29,6 +38,9 @@ class FrequencySignal(Signal):
     the key holds the request and that size or preview: the count then claims only what
     is known, the identical request sent N times with nothing that came back differing
     (a differing size or preview is a new key and a new result), never the same result.
+    Such occurrences count together only while no new request succeeded between them:
+    with only sizes known, a request the run had not sent before (an edit, a new command)
+    may have changed what the repeated one returns, so it starts the count afresh.
     """
 
     name = "frequency"
@@ -36,18 +48,34 @@ class FrequencySignal(Signal):
     uses_epochs = True
 
     def new_state(self) -> array[int]:
-        return array("q")
+        return _Keys("q")
 
     def epoch_ended(self, state: Any) -> Any:
         del state[:]
         return state
 
+    @staticmethod
+    def _forget_before_new_request(step: Step, keys: Any) -> None:
+        """Start the count afresh when a call with a partial result is a request the run
+        had not sent before and succeeded: it may have changed what the others return."""
+        requests = keys.requests
+        if requests is None:
+            requests = keys.requests = set()
+        for facts in step.facts:
+            if facts.partial and facts.error is None and facts.call not in requests:
+                if len(requests) >= _MAX_REQUESTS:
+                    requests.clear()
+                requests.add(facts.call)
+                del keys[:]
+
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
             return None
+        keys = state
+        if step.partial:
+            self._forget_before_new_request(step, keys)
         count = 0
         window = self.config.frequency_window
-        keys = state
         for facts in step.facts:
             key = facts.key
             if key is None:

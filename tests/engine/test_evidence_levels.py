@@ -85,3 +85,26 @@ def test_arguments_level_identical_failing_request_fires_on_the_third() -> None:
     attrs = dets[0].event_attributes()
     assert attrs["progress.identical_requests"] == 3
     assert attrs["progress.evidence_level"] == "arguments"
+
+
+def test_arguments_level_rerun_after_each_new_edit_with_equal_sizes_is_not_claimed() -> None:
+    # edit (a new request each time, an acknowledgement of equal size), then the same test
+    # run with an equal size: the edit may have changed the output; nothing proves a loop
+    seq = []
+    for i in range(6):
+        seq.append(call("Edit", {"file_path": "a.py", "old_string": f"v{i}", "new_string": f"v{i + 1}"},
+                        "<30 bytes>", evidence_level="arguments"))
+        seq.append(_args_call("pytest -q", "<40 bytes>"))
+    assert run(seq) == []
+    # the same edit sent again each time is not a new request: the loop is claimed
+    same = []
+    for _ in range(6):
+        same.append(call("Edit", {"file_path": "a.py", "old_string": "v0", "new_string": "v1"},
+                         "<30 bytes>", evidence_level="arguments"))
+        same.append(_args_call("pytest -q", "<40 bytes>"))
+    assert [r for _, r, _ in brief(run(same))] == ["frequency"]
+
+
+def test_arguments_level_alternating_known_requests_still_count() -> None:
+    seq = [_args_call(c, s) for _ in range(5) for c, s in (("cat notes.txt", "<30 bytes>"), ("ls", "<9 bytes>"))]
+    assert [(t, r) for t, r, _ in brief(run(seq))] == [(8, "frequency")]  # ls: turns 2, 4, 6, 8
