@@ -69,19 +69,31 @@ def kind_of(attrs: Mapping[str, Any]) -> int:
 
 
 class _SpanRef(weakref.ref):  # type: ignore[type-arg]
-    """A weak reference to an agent or root span that knows which entries it backs: when
-    the application drops the span without ending it, they are forgotten (see reap)."""
+    """A weak reference to an agent or root span with its ids (one per span, shared by
+    its root and run entries): when the application drops the span without ending it,
+    the entries are forgotten (see forget)."""
 
-    __slots__ = ("agent", "sid", "tid")
+    __slots__ = ("sid", "tid")
 
-    def __new__(cls, span: Any, callback: Callable[[Any], Any], tid: int, sid: int,
-                agent: bool) -> _SpanRef:
+    def __new__(cls, span: Any, callback: Callable[[Any], Any], tid: int, sid: int) -> _SpanRef:
         self = super().__new__(cls, span, callback)
-        self.tid, self.sid, self.agent = tid, sid, agent
+        self.tid, self.sid = tid, sid
         return self
 
-    def __init__(self, span: Any, callback: Callable[[Any], Any], tid: int, sid: int, agent: bool) -> None:
+    def __init__(self, span: Any, callback: Callable[[Any], Any], tid: int, sid: int) -> None:
         super().__init__(span, callback)
+
+
+class _StrongRef:
+    """For a span type without weak references: the span, held while it is open."""
+
+    __slots__ = ("sid", "span", "tid")
+
+    def __init__(self, span: Any, tid: int, sid: int) -> None:
+        self.span, self.tid, self.sid = span, tid, sid
+
+    def __call__(self) -> Any:
+        return self.span
 
 
 class Run:
@@ -136,7 +148,7 @@ class RunTracker:
         self.lock = threading.Lock()
         self.spans: dict[int, Entry] = {}
         # trace id -> (its open local root span, weakly; the root's span id)
-        self.roots: dict[int, tuple[Callable[[], Any], int]] = {}
+        self.roots: dict[int, Any] = {}  # (the root's _SpanRef: the span weakly, its ids)
         self.traces: OrderedDict[int, _Trace] = OrderedDict()
         self.max_spans = max_spans
         self._max_runs = config.max_runs
@@ -154,11 +166,14 @@ class RunTracker:
         self._dead: deque[_SpanRef] = deque()
         self._on_dead = on_dead if on_dead is not None else self._dead.append
 
-    def _ref(self, span: Any, tid: int, sid: int, agent: bool) -> Callable[[], Any]:
+    def _ref(self, span: Any, tid: int, sid: int) -> Any:
+        root = self.roots.get(tid)
+        if root is not None and root.sid == sid:
+            return root  # an agent span that is its trace's local root: one reference
         try:
-            return _SpanRef(span, self._on_dead, tid, sid, agent)
+            return _SpanRef(span, self._on_dead, tid, sid)
         except TypeError:  # a span type without weak references: hold it while it is open
-            return lambda: span
+            return _StrongRef(span, tid, sid)
 
     def reap(self) -> None:
         """Forget the agent and root spans the application dropped since the last call."""
@@ -174,11 +189,8 @@ class RunTracker:
         """An agent or root span was dropped by the application: if its entries are still
         here, it never ended (the entries of a span that ended are gone already, provided
         its end was processed before this call), and they are forgotten."""
-        if not ref.agent:
-            root = self.roots.get(ref.tid)
-            if root is not None and root[0] is ref:
-                self.roots.pop(ref.tid, None)
-            return
+        if self.roots.get(ref.tid) is ref:
+            self.roots.pop(ref.tid, None)
         entry = self.spans.get(ref.sid)
         if entry is not None and entry[2] == AGENT and entry[0][0].span is ref:
             self.spans.pop(ref.sid, None)
@@ -204,7 +216,7 @@ class RunTracker:
     def root_id(self, trace_id: int) -> int | None:
         """The span id of the trace's open local root span, if known."""
         root = self.roots.get(trace_id)
-        return root[1] if root is not None else None
+        return root.sid if root is not None else None
 
     # -- starts -------------------------------------------------------------------------
 
@@ -234,7 +246,8 @@ class RunTracker:
 
     def add_root(self, tid: int, sid: int, span: Any) -> None:
         roots = self.roots
-        roots[tid] = (self._ref(span, tid, sid, False), sid)
+        roots.pop(tid, None)  # (a new root of the trace: its own reference)
+        roots[tid] = self._ref(span, tid, sid)
         if len(roots) > self.max_spans:
             _trim(roots, self.max_spans)
 
@@ -270,7 +283,7 @@ class RunTracker:
 
     def _new_run(self, span: Any, tid: int, sid: int, name: str, attrs: Mapping[str, Any]) -> Run:
         run = Run(format(sid, "016x"), agent_name(SpanRecord("", "", name=name, attributes=attrs)),
-                  self._ref(span, tid, sid, True), sid)
+                  self._ref(span, tid, sid), sid)
         with self.lock:
             trace = self._trace(tid)
             trace.runs[run.hex] = run
@@ -449,7 +462,7 @@ class RunTracker:
         run = trace.runs.get("")
         if run is None:
             root = self.roots.get(tid)
-            run = Run("", None, root[0], root[1]) if root is not None else Run("", None, _NO_SPAN, None)
+            run = Run("", None, root, root.sid) if root is not None else Run("", None, _NO_SPAN, None)
             trace.runs[""] = run
         return run
 
