@@ -72,7 +72,7 @@ SCENARIOS: dict[str, list[list[tuple[str, dict[str, Any]]]]] = {
 
 #: scenario -> detections from the logs (reason, earliest turn, evidence level)
 EXPECTED_LOGS: dict[str, list[tuple[str, int, str | None]]] = {
-    "loop": [("frequency", 7, EVIDENCE_ARGUMENTS)],
+    "loop": [("frequency", 8, EVIDENCE_ARGUMENTS)],  # ls's fourth call
     "failing-edit": [("error_recurrence", 4, EVIDENCE_ARGUMENTS)],
     "healthy": [],
 }
