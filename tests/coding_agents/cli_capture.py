@@ -31,6 +31,7 @@ from otel_progress import ProgressEngine
 from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
 from otel_progress.logs.adapters import event_name_of, records_from_request
 from otel_progress.model import Detection
+from otel_progress.scan import scan_paths
 
 from .otlp_http import OtlpHttpReceiver
 
@@ -148,6 +149,21 @@ def read_records(path: Path) -> Iterator[LogRecordView]:
 def observations(path: Path) -> list[LogObservation]:
     """What the registered readers find in a logs file, in file order."""
     return [o for o in map(read_log, read_records(path)) if o is not None]
+
+
+def scan_detections(path: Path) -> list[Detection]:
+    """The detections ``otel-progress scan`` reports for a logs file (its own reader of
+    OTLP/JSON, its run tracker)."""
+    result = scan_paths([str(path)], progress=False)
+    assert not result.unreadable, [p.message for p in result.problems]
+    return [d for report in result.reports for d in report.detections]
+
+
+def same_detections(a: list[Detection], b: list[Detection]) -> bool:
+    """Whether two lists hold the same detections (reason, turn, level, tool, figures)."""
+    def key(d: Detection) -> tuple:
+        return (d.reason, d.turn, d.level, d.tool, sorted(d.event_attributes().items()))
+    return [key(d) for d in a] == [key(d) for d in b]
 
 
 def detect(path: Path) -> list[Detection]:

@@ -33,6 +33,8 @@ from .cli_capture import (
     npm_install,
     observations,
     read_records,
+    same_detections,
+    scan_detections,
     slim,
     unavailable,
     write_jsonl,
@@ -143,6 +145,7 @@ def check_scenario(scenario: str, path: Path) -> None:
     if scenario != "long-output":
         assert all(c.evidence_level == "full" and not c.result_truncated for c in tools)
     detections = detect(path)
+    assert same_detections(scan_detections(path), detections), "otel-progress scan finds the same"
     if scenario == "long-output":
         assert len(tools) == 5
         assert all(c.evidence_level == "arguments" and c.result_truncated for c in tools)

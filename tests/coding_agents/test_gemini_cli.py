@@ -35,6 +35,8 @@ from .cli_capture import (
     npm_install,
     observations,
     read_records,
+    same_detections,
+    scan_detections,
     slim,
     unavailable,
     write_jsonl,
@@ -125,6 +127,7 @@ def check_scenario(scenario: str, path: Path) -> None:
     assert len({o.run_key for o in found}) == 1, "one session.id and prompt_id"
     assert all(c.evidence_level == "arguments" for c in tools)
     detections = detect(path)
+    assert same_detections(scan_detections(path), detections), "otel-progress scan finds the same"
     if scenario == "loop":
         assert len(tools) == 8 and not any(c.error for c in tools)
         assert len({json.dumps(c.arguments, sort_keys=True) for c in tools}) == 2
