@@ -21,6 +21,8 @@ CONFIG_SETS: dict[str, list[str]] = {
     "gateway-dns.yaml": ["gateway-dns.yaml"],
     "gateway-k8s.yaml": ["gateway-k8s.yaml"],
     "sink.yaml": ["sink.yaml"],
+    "gateway-logs.yaml": ["gateway.yaml", "gateway-logs.yaml"],
+    "sink-logs.yaml": ["sink.yaml", "sink-logs.yaml"],
     "sink-backends.yaml": ["sink.yaml", "sink-backends.yaml"],
     "sink-tail-sampling.yaml": ["sink.yaml", "sink-backends.yaml", "sink-tail-sampling.yaml"],
 }

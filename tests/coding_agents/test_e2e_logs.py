@@ -1,0 +1,156 @@
+"""End to end for coding agents' log events, on 127.0.0.1 and bounded in time:
+
+golden OTLP/JSON logs captured from the real CLIs (tests/coding_agents/golden), sent as
+the CLIs send them (OTLP/HTTP JSON to /v1/logs) -> the real gateway Collector
+(gateway.yaml + gateway-logs.yaml: load_balancing routed on session.id /
+conversation.id) -> ``otel-progress serve`` (inline, two replicas) -> the real sink
+Collector (sink.yaml + sink-logs.yaml) -> the detection is in the sink's log file (the
+marked tool record and the progress.no_progress record, raw arguments digested) and in
+its Prometheus metrics (the count connector's progress_detection_events_total and the
+service's own pushed progress_service_detections_total).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_progress import Config
+from otel_progress.service.options import ServiceConfig
+from otel_progress.service.server import ProgressService
+from tests.collector.conftest import CONFIG_DIR, otelcol_binary, otlp_deps  # noqa: F401 (fixtures)
+
+GOLDEN = Path(__file__).parent / "golden"
+TIMEOUT_S = 40
+
+
+@pytest.fixture
+def otlp(otlp_deps):  # noqa: F811
+    from tests.collector import otlp_util
+
+    return otlp_util
+
+
+def _post_logs(endpoint: str, line: str) -> int:
+    request = urllib.request.Request(f"{endpoint}/v1/logs", data=line.encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status
+
+
+def _records(path: Path) -> list[dict]:
+    out = []
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        for rl in json.loads(line).get("resourceLogs", []):
+            for sl in rl.get("scopeLogs", []):
+                out.extend(sl.get("logRecords", []))
+    return out
+
+
+def _attrs(record: dict) -> dict:
+    return {kv["key"]: next(iter(kv["value"].values()), None) for kv in record.get("attributes", [])}
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for match in re.finditer(rf"^{name}(\{{[^}}]*\}})?\s+(\S+)$", text, re.M):
+        got = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+@pytest.fixture
+def replicas(otlp) -> Iterator[list[ProgressService]]:
+    started: list[ProgressService] = []
+    yield started
+    for service in started:
+        service.stop(grace=0.5)
+
+
+def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, replicas: list, tmp_path: Path) -> None:  # noqa: F811
+    port = {k: otlp.free_port() for k in ("s_grpc", "s_http", "s_prom", "s_health", "s_tel",
+                                          "g_grpc", "g_http", "g_health", "g_tel")}
+    logs_file = tmp_path / "out" / "logs.jsonl"
+    sink_env = {
+        "OTEL_PROGRESS_SINK_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{port['s_grpc']}",
+        "OTEL_PROGRESS_SINK_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{port['s_http']}",
+        "OTEL_PROGRESS_SINK_PROMETHEUS_ENDPOINT": f"127.0.0.1:{port['s_prom']}",
+        "OTEL_PROGRESS_SINK_HEALTH_ENDPOINT": f"127.0.0.1:{port['s_health']}",
+        "OTEL_PROGRESS_SINK_TELEMETRY_PORT": str(port["s_tel"]),
+        "OTEL_PROGRESS_SINK_TRACES_FILE": str(tmp_path / "out" / "traces.jsonl"),
+        "OTEL_PROGRESS_SINK_LOGS_FILE": str(logs_file),
+    }
+    sink = otlp.Collector(otelcol_binary, [CONFIG_DIR / "sink.yaml", CONFIG_DIR / "sink-logs.yaml"], sink_env,
+                          tmp_path / "sink.log")
+    with sink:
+        otlp.wait_port(port["s_grpc"], TIMEOUT_S, sink.proc)
+        for _ in range(2):
+            replicas.append(ProgressService(ServiceConfig(
+                listen="127.0.0.1:0", health_listen="", forward_endpoint=f"127.0.0.1:{port['s_grpc']}",
+                metrics_endpoint=f"127.0.0.1:{port['s_grpc']}", metrics_interval=0.5, drain_timeout=1.0,
+            ), Config()).start())
+        gateway_env = {
+            "OTEL_PROGRESS_GATEWAY_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{port['g_grpc']}",
+            "OTEL_PROGRESS_GATEWAY_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{port['g_http']}",
+            "OTEL_PROGRESS_GATEWAY_HEALTH_ENDPOINT": f"127.0.0.1:{port['g_health']}",
+            "OTEL_PROGRESS_GATEWAY_TELEMETRY_PORT": str(port["g_tel"]),
+            "OTEL_PROGRESS_SINK_ENDPOINT": f"127.0.0.1:{port['s_grpc']}",
+            "OTEL_PROGRESS_REPLICAS": "[" + ", ".join(f"127.0.0.1:{s.port}" for s in replicas) + "]",
+        }
+        gateway = otlp.Collector(otelcol_binary, [CONFIG_DIR / "gateway.yaml", CONFIG_DIR / "gateway-logs.yaml"],
+                                 gateway_env, tmp_path / "gateway.log")
+        with gateway:
+            otlp.wait_port(port["g_http"], TIMEOUT_S, gateway.proc)
+            sent = 0
+            for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-failing-command-details.jsonl"):
+                for line in (GOLDEN / name).read_text().splitlines():
+                    if line.strip():
+                        assert _post_logs(f"http://127.0.0.1:{port['g_http']}", line) == 200
+                        sent += 1
+            assert sent
+
+            def detections() -> list[dict]:
+                return [r for r in _records(logs_file) if r.get("eventName") == "progress.no_progress"]
+
+            found = otlp.wait_until(lambda: len(detections()) >= 4, TIMEOUT_S)
+            if not found:
+                pytest.fail(f"no detection records in the sink's file\n--- gateway ---\n{gateway.log()[-3000:]}"
+                            f"\n--- sink ---\n{sink.log()[-3000:]}", pytrace=False)
+            reasons = sorted(_attrs(r)["progress.reason"] for r in detections())
+            assert reasons == ["error_recurrence", "repeat_cycle", "repeat_cycle", "repeat_cycle"]
+            records = _records(logs_file)
+            marked = [r for r in records if _attrs(r).get("progress.detected") is True
+                      and not r.get("eventName", "").startswith("progress.")]
+            assert len(marked) == 4
+            # each run went to one replica (routed on its session / conversation id)
+            assert sorted(s.metrics.value("progress.service.log_records.read") > 0 for s in replicas) in (
+                [False, True], [True, True])
+            # raw arguments and outputs are digested before storage
+            codex = [r for r in records if _attrs(r).get("event.name") == "codex.tool_result"]
+            assert codex and all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["arguments"]) for r in codex)
+            assert all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["output"]) for r in codex)
+
+            def metrics() -> str:
+                try:
+                    return otlp.http_get(f"http://127.0.0.1:{port['s_prom']}/metrics")
+                except OSError:
+                    return ""
+
+            def complete(text: str) -> bool:
+                return (_metric(text, "progress_detection_events_total", progress_reason="repeat_cycle") >= 3
+                        and _metric(text, "progress_service_detections_total") >= 4)
+
+            text = otlp.wait_until(lambda: (t := metrics()) and complete(t) and t, TIMEOUT_S)
+            assert text, f"sink metrics missing the detections:\n{metrics()[-3000:]}"
+            assert _metric(text, "progress_detection_events_total", progress_reason="error_recurrence",
+                           progress_event="no_progress") == 1
