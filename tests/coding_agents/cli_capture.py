@@ -21,17 +21,25 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from otel_progress import ProgressEngine
+from otel_progress import Config, ProgressEngine
 from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
 from otel_progress.logs.adapters import event_name_of, records_from_request
 from otel_progress.model import Detection
 from otel_progress.scan import scan_paths
+from otel_progress.service.options import ServiceConfig
+from otel_progress.service.server import ProgressService
 
 from .otlp_http import OtlpHttpReceiver
 
@@ -181,3 +189,57 @@ def detect(path: Path) -> list[Detection]:
                 out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
         out.extend(engine.flush(run_key))
     return out
+
+
+class GrpcSink:
+    """A real OTLP/gRPC LogsService and TraceService on 127.0.0.1 that keeps what it gets
+    (the downstream of ``otel-progress serve`` in the serve tests)."""
+
+    def __init__(self) -> None:
+        self.logs: list[Any] = []
+        self.traces: list[Any] = []
+        self._lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
+        for service, request, response, kept in (
+            ("opentelemetry.proto.collector.logs.v1.LogsService", logs_service_pb2.ExportLogsServiceRequest,
+             logs_service_pb2.ExportLogsServiceResponse, self.logs),
+            ("opentelemetry.proto.collector.trace.v1.TraceService", trace_service_pb2.ExportTraceServiceRequest,
+             trace_service_pb2.ExportTraceServiceResponse, self.traces),
+        ):
+            def export(message: Any, context: Any, kept: list[Any] = kept, response: Any = response) -> Any:
+                with self._lock:
+                    kept.append(message)
+                return response()
+
+            handler = grpc.method_handlers_generic_handler(service, {"Export": grpc.unary_unary_rpc_method_handler(
+                export, request_deserializer=request.FromString, response_serializer=response.SerializeToString)})
+            self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    def __enter__(self) -> GrpcSink:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop(0)
+
+    def log_records(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(event name, attributes)`` of every log record received, in order."""
+        with self._lock:
+            requests = list(self.logs)
+        out = []
+        for request in requests:
+            document = json_format.MessageToDict(request)
+            for record in records_from_request(document):
+                out.append((record.event_name, dict(record.attributes)))
+        return out
+
+
+def serve(forward_port: int, **options: Any) -> ProgressService:
+    """A started ``otel-progress serve`` (inline, forwarding to ``forward_port``)."""
+
+    options.setdefault("listen", "127.0.0.1:0")
+    options.setdefault("health_listen", "")
+    options.setdefault("drain_timeout", 1.0)
+    options.setdefault("forward_endpoint", f"127.0.0.1:{forward_port}")
+    return ProgressService(ServiceConfig(**options), Config()).start()

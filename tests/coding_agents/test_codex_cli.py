@@ -95,7 +95,7 @@ def _binary() -> Path:
     return binary
 
 
-def _config(api: FakeResponsesAPI, receiver: Receiver) -> str:
+def _config(api: FakeResponsesAPI, exporter: str) -> str:
     return f"""model = "scripted-model"
 model_provider = "scripted"
 
@@ -106,19 +106,29 @@ wire_api = "responses"
 env_key = "SCRIPTED_API_KEY"
 
 [otel]
-exporter = {{ otlp-http = {{ endpoint = "{receiver.endpoint}/v1/logs", protocol = "json" }} }}
+exporter = {exporter}
 """
 
 
-def capture(scenario: str, tmp: Path) -> Path:
-    """Run the scenario with the real CLI; the path of the captured logs file."""
+def http_exporter(endpoint: str) -> str:
+    """The ``[otel] exporter`` value for OTLP/HTTP JSON logs to ``endpoint``."""
+    return f'{{ otlp-http = {{ endpoint = "{endpoint}/v1/logs", protocol = "json" }} }}'
+
+
+def grpc_exporter(endpoint: str) -> str:
+    """The ``[otel] exporter`` value for OTLP/gRPC logs to ``endpoint`` (``host:port``)."""
+    return f'{{ otlp-grpc = {{ endpoint = "http://{endpoint}" }} }}'
+
+
+def run_codex(scenario: str, tmp: Path, exporter: str) -> None:
+    """Run the scenario with the real CLI, its logs exported as ``exporter`` says."""
     binary = _binary()
     home, work = tmp / "codex-home", tmp / "work"
     home.mkdir()
     work.mkdir()
     (work / "notes.txt").write_text("alpha\nbeta\n")
-    with FakeResponsesAPI(SCENARIOS[scenario]) as api, Receiver() as receiver:
-        (home / "config.toml").write_text(_config(api, receiver))
+    with FakeResponsesAPI(SCENARIOS[scenario]) as api:
+        (home / "config.toml").write_text(_config(api, exporter))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "CODEX_HOME": str(home),
                "SCRIPTED_API_KEY": "not-a-key", "NO_COLOR": "1"}
         done = subprocess.run(
@@ -127,6 +137,12 @@ def capture(scenario: str, tmp: Path) -> Path:
             env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         assert '"turn.completed"' in done.stdout, done.stdout[-2000:]
+
+
+def capture(scenario: str, tmp: Path) -> Path:
+    """Run the scenario with the real CLI; the path of the captured logs file."""
+    with Receiver() as receiver:
+        run_codex(scenario, tmp, http_exporter(receiver.endpoint))
         logs = list(receiver.requests["logs"])
     path = tmp / f"codex-{VERSION}-{scenario}.jsonl"
     write_jsonl(path, logs)
