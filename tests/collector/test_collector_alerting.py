@@ -32,6 +32,10 @@ IN_PROCESS_METRICS = {
     "progress_wasted_turns_total",
     "progress_wasted_tokens_total",
 }
+SERVICE_METRICS = {  # otel-progress serve's own, pushed to the sink (docs/service.md)
+    "progress_service_log_records_received_total",
+    "progress_service_log_records_read_total",
+}
 OTHER_METRICS = {"up", "ALERTS"}
 SELF_METRIC_PREFIX = "otelcol_"
 PROMQL_WORDS = {
@@ -71,7 +75,7 @@ def _metric_names(expr: str) -> set[str]:
 
 
 def _assert_known_metrics(expr: str, where: str) -> None:
-    known = SINK_METRICS | IN_PROCESS_METRICS | OTHER_METRICS | _recording_rule_names()
+    known = SINK_METRICS | IN_PROCESS_METRICS | SERVICE_METRICS | OTHER_METRICS | _recording_rule_names()
     for name in _metric_names(expr):
         if name.startswith(SELF_METRIC_PREFIX):
             continue
