@@ -96,6 +96,7 @@ class Setup:
     min_tool_spans: int = 3
     timeout: float = RUN_TIMEOUT_S
     notes: str = ""
+    root: Path = SETUPS_DIR  # the directory holding the framework directories
 
     @property
     def id(self) -> str:
@@ -103,7 +104,7 @@ class Setup:
 
     @property
     def directory(self) -> Path:
-        return SETUPS_DIR / self.framework
+        return self.root / self.framework
 
     @property
     def requirements_path(self) -> Path:
@@ -119,6 +120,7 @@ _KEYS = {"name", "instrumentation", "requirements", "env", "args", "status", "re
 
 
 def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str = "") -> Setup:
+    """One ``[[setup]]`` table of ``where`` (a ``setups.toml``), checked."""
     unknown = set(raw) - _KEYS
     if unknown:
         raise SetupError(f"{where}: unknown keys {sorted(unknown)} in set-up {raw.get('name')!r}")
@@ -151,6 +153,7 @@ def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str = "
         min_tool_spans=int(raw.get("min_tool_spans", 3)),
         timeout=float(raw.get("timeout", RUN_TIMEOUT_S)),
         notes=str(raw.get("notes", "")),
+        root=where.parent.parent,
     )
     if not setup.requirements_path.is_file():
         raise SetupError(f"{where}: {setup.name}: no requirements file {setup.requirements}")

@@ -1,0 +1,98 @@
+"""The matrix harness itself: the setups.toml format, the virtualenv key, how build
+failures are classified and how runs are judged (no virtualenv, no network)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from . import harness
+from .harness import Run, Setup, SetupError, discover, is_tool_span, venv_path
+
+
+def _framework(root: Path, toml: str, name: str = "demo", requirements: str = "pkg==1.0\n") -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "agent.py").write_text("print('hi')\n")
+    (d / "requirements.txt").write_text(requirements)
+    (d / "setups.toml").write_text(textwrap.dedent(toml))
+    return d
+
+
+def test_setups_are_read_with_defaults_and_xfail_tables(tmp_path: Path) -> None:
+    _framework(tmp_path, """
+        title = "Demo"
+        [[setup]]
+        name = "a"
+        instrumentation = "A"
+        env = { X = 1 }
+        args = ["--flag"]
+        xfail = { loop = "defect 1" }
+        [[setup]]
+        name = "b"
+        instrumentation = "B"
+        status = "cannot"
+        reason = "no content"
+    """)
+    a, b = discover(tmp_path)
+    assert (a.id, a.title, a.env, a.args, a.works, a.xfail) == ("demo/a", "Demo", {"X": "1"}, ("--flag",), True,
+                                                               {"loop": "defect 1"})
+    assert (b.works, b.reason, b.min_tool_spans) == (False, "no content", 3)
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\ncolour = "red"\n', "unknown keys"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "cannot"\n', "needs a reason"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "maybe"\n', "status must be"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nrequirements = "nope.txt"\n', "no requirements file"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nxfail = { later = "x" }\n', "xfail"),
+    ('[[setup]]\ninstrumentation = "A"\n', "'name'"),
+    ('title = "T"\n', r"no \[\[setup\]\]"),
+])
+def test_malformed_setups_are_rejected_with_the_reason(tmp_path: Path, toml: str, message: str) -> None:
+    _framework(tmp_path, toml)
+    with pytest.raises(SetupError, match=message):
+        discover(tmp_path)
+
+
+def test_the_virtualenv_key_follows_the_requirements_not_the_checkout(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    req = _framework(tmp_path, '[[setup]]\nname = "a"\ninstrumentation = "A"\n') / "requirements.txt"
+    first = venv_path(req)
+    assert first.name.startswith("demo-default-")
+    pyproject = (harness.ROOT / "pyproject.toml").read_text()
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text(pyproject)
+    monkeypatch.setattr(harness, "ROOT", clone)  # another checkout of the same project: same key
+    assert venv_path(req) == first
+    (clone / "pyproject.toml").write_text(pyproject + "\n# changed\n")  # the project's metadata changed
+    assert venv_path(req) != first
+    (clone / "pyproject.toml").write_text(pyproject)
+    req.write_text("pkg==1.1\n")  # a pin changed
+    assert venv_path(req) != first
+
+
+def test_network_failures_skip_locally_but_bad_pins_do_not() -> None:
+    assert harness._NETWORK_ERRORS.search("Max retries exceeded with url: /simple/pkg/")
+    assert not harness._NETWORK_ERRORS.search("ERROR: No matching distribution found for pkg==9.9")
+
+
+def _run(spans: list[dict[str, object]], stderr: str = "") -> Run:
+    setup = Setup(framework="demo", name="a", instrumentation="A")
+    return Run(setup, "loop", 0, "", stderr, spans, 0.1)  # type: ignore[arg-type]
+
+
+def test_tool_spans_flags_and_crashes_are_judged_from_the_exported_spans() -> None:
+    tool = {"name": "t", "attributes": {"openinference.span.kind": "TOOL"},
+            "events": [{"name": "no_progress", "attributes": {"progress.reason": "barren"}}]}
+    step = {"name": "BaseWorkflowAgent.task", "attributes": {"traceloop.span.kind": "task", "tool.name": "x"}}
+    other = {"name": "chain", "attributes": {"traceloop.span.kind": "task"}, "events": []}
+    run = _run([tool, step, other], stderr="Traceback (most recent call last):\n  File \"x/otel_progress/a.py\"\n"
+                                           "ValueError\nTraceback (most recent call last):\n  File \"lib.py\"\n")
+    assert [s["name"] for s in run.tool_spans()] == ["t", "BaseWorkflowAgent.task"]
+    assert run.flagged() == [tool]
+    assert len(run.crashes()) == 1  # only the traceback through otel-progress
+    assert not is_tool_span(other)
