@@ -85,3 +85,12 @@ def test_logs_nobody_reads(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"something": 1}\n')
     assert _scan(str(empty))[0] == EXIT_ERROR
+
+
+def test_html_report_lists_log_runs(tmp_path: Path) -> None:
+    html = tmp_path / "report.html"
+    code = run_scan([str(golden("codex-0.171.0-loop.jsonl"))], html=str(html), stdout=io.StringIO(),
+                    stderr=io.StringIO())
+    assert code == EXIT_DETECTED
+    text = html.read_text()
+    assert "codex|" in text and "repeat_cycle" in text
