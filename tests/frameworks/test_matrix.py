@@ -13,11 +13,12 @@ asserted to run without a crash and without a false detection.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from .harness import SCENARIOS, Run, Setup, discover, run_agent
+from .harness import ROOT, SCENARIOS, Run, Setup, agent_env, discover, run_agent
 
 SETUPS = discover()
 
@@ -54,6 +55,17 @@ def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
     if scenario != "healthy":
         caught = [s for s in tools if s in flagged]
         assert caught, f"the {scenario} run was not caught on a tool span" + _explain(run)
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("setup", SETUPS[:1], ids=lambda s: s.id)
+def test_agents_import_the_checkouts_code(setup: Setup, venv: Path) -> None:
+    # the virtualenvs hold an installed copy of otel-progress (entry point, dependencies);
+    # the agents must run this checkout's package, not that copy
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import otel_progress; print(otel_progress.__file__)"],
+                          env=agent_env(setup), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Path(proc.stdout.strip()).resolve() == (ROOT / "otel_progress" / "__init__.py").resolve()
 
 
 def test_every_setup_directory_is_complete() -> None:
