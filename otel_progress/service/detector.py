@@ -45,6 +45,7 @@ from blake3 import blake3
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from ..conventions import own_trace
 from ..engine import ProgressEngine
 from ..model import Detection, Scope
 from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
@@ -632,8 +633,10 @@ class BatchDetector:
                 if nested:
                     continue
                 key = run_key(rec.attributes)
-                # A root tool call without an agent key: its client's run, across traces.
-                group = run_group(rec) if not key else None
+                # A root tool call without an agent key: its client's run, across traces (and a
+                # call its producer gave a trace of its own, such as Gemini CLI's, whatever
+                # its agent attribute says).
+                group = run_group(rec) if not key or own_trace(rec) else None
                 call = read_tool_call(rec, run_id=key, agent=agent, node=node, trace_key=group)
                 tool_calls += 1
                 entry.calls += 1

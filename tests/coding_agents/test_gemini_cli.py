@@ -87,17 +87,18 @@ def _entry() -> tuple[str, Path]:
     return node, entry
 
 
-def capture(scenario: str, tmp: Path) -> tuple[Path, Path]:
-    """Run the scenario with the real CLI; the paths of the captured logs and traces."""
+def run_gemini(scenario: str, tmp: Path, endpoint: str, protocol: str = "http", traces: bool = True) -> None:
+    """Run the scenario with the real CLI, its telemetry exported to ``endpoint`` over
+    OTLP/HTTP (``protocol="http"``) or OTLP/gRPC (``"grpc"``)."""
     node, entry = _entry()
     home, work = tmp / "home", tmp / "work"
     (home / ".gemini").mkdir(parents=True)
     work.mkdir()
     (work / "notes.txt").write_text("alpha\nbeta\n")
-    with FakeGeminiAPI(SCENARIOS[scenario]) as api, Receiver() as receiver:
+    with FakeGeminiAPI(SCENARIOS[scenario]) as api:
         settings = {
-            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": receiver.endpoint,
-                          "otlpProtocol": "http", "traces": True, "logPrompts": True},
+            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": endpoint,
+                          "otlpProtocol": protocol, "traces": traces, "logPrompts": True},
             "security": {"auth": {"selectedType": "gemini-api-key"}},
         }
         (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
@@ -109,6 +110,12 @@ def capture(scenario: str, tmp: Path) -> tuple[Path, Path]:
             cwd=work, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         assert '"type":"result"' in done.stdout, done.stdout[-2000:]
+
+
+def capture(scenario: str, tmp: Path) -> tuple[Path, Path]:
+    """Run the scenario with the real CLI; the paths of the captured logs and traces."""
+    with Receiver() as receiver:
+        run_gemini(scenario, tmp, receiver.endpoint)
         logs, traces = list(receiver.requests["logs"]), list(receiver.requests["traces"])
     paths = tmp / f"gemini-cli-{VERSION}-{scenario}.jsonl", tmp / f"gemini-cli-{VERSION}-{scenario}.traces.jsonl"
     write_jsonl(paths[0], logs)

@@ -1,0 +1,82 @@
+"""The real Gemini CLI exporting over OTLP/gRPC straight to ``otel-progress serve`` (inline
+mode), which forwards everything to a real OTLP/gRPC sink. Logs only: the same failing
+``replace`` arrives as a ``progress.no_progress`` record (``error_recurrence``, marked
+``progress.evidence_level = arguments``) and the offending ``gemini_cli.tool_call`` record
+is marked. With ``telemetry.traces`` too the service sees each call twice (a log run and a
+trace run, see docs/coding-agents.md): the traces' detection is on the forwarded spans.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .cli_capture import GrpcSink, serve
+from .test_gemini_cli import run_gemini
+
+
+def _wait(sink: GrpcSink, ready: Callable[[list[tuple[str, dict[str, Any]]]], bool],
+          timeout: float = 20.0) -> list[tuple[str, dict[str, Any]]]:
+    deadline = time.monotonic() + timeout
+    records = sink.log_records()
+    while time.monotonic() < deadline and not ready(records):
+        time.sleep(0.2)
+        records = sink.log_records()
+    return records
+
+
+def _tool_calls(records: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [a for name, a in records if name == "gemini_cli.tool_call"]
+
+
+def test_the_failing_edit_is_annotated_by_the_service(tmp_path: Path) -> None:
+    with GrpcSink() as sink:
+        service = serve(sink.port)
+        try:
+            run_gemini("failing-edit", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=False)
+            records = _wait(sink, lambda r: len(_tool_calls(r)) >= 5
+                            and any(n == "progress.no_progress" for n, _ in r))
+        finally:
+            service.stop(grace=0.5)
+    assert len(_tool_calls(records)) == 5, "every record forwarded"
+    events = [a for name, a in records if name == "progress.no_progress"]
+    assert [e["progress.reason"] for e in events] == ["error_recurrence"]
+    assert events[0]["progress.evidence_level"] == "arguments" and events[0]["progress.identical_requests"] == 3
+    marked = [a for a in _tool_calls(records) if a.get("progress.detected")]
+    assert [a["function_name"] for a in marked] == ["replace"]
+    assert all("old_string" not in str(v) for v in events[0].values()), "no raw arguments in annotations"
+
+
+def _span_events(sink: GrpcSink) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(span name, event name, event attributes)`` of the forwarded spans' events."""
+    out = []
+    for request in list(sink.traces):
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    for event in span.events:
+                        attributes = {kv.key: kv.value.string_value or kv.value.int_value for kv in event.attributes}
+                        out.append((span.name, event.name, attributes))
+    return out
+
+
+def test_with_traces_the_loop_is_caught_on_the_spans_too(tmp_path: Path) -> None:
+    with GrpcSink() as sink:
+        service = serve(sink.port)
+        try:
+            run_gemini("loop", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=True)
+            records = _wait(sink, lambda r: len(_tool_calls(r)) >= 8
+                            and any(n == "progress.no_progress" for n, _ in r))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any(e[1] == "no_progress" for e in _span_events(sink)):
+                time.sleep(0.2)
+            spans = _span_events(sink)
+        finally:
+            service.stop(grace=0.5)
+    logged = [a for name, a in records if name == "progress.no_progress"]
+    assert logged and logged[0]["progress.reason"] == "frequency"
+    assert logged[0]["progress.evidence_level"] == "arguments"
+    traced = [a for span, event, a in spans if span == "tool_call" and event == "no_progress"]
+    assert traced and traced[0]["progress.reason"] == "repeat_cycle" and traced[0]["progress.turn"] == 4
