@@ -12,6 +12,9 @@ classifies it. Its content is Claude Code's own: with ``OTEL_LOG_TOOL_CONTENT=1`
 This module reads those: the event's fields other than the output are the arguments, the
 output is the result. Without either setting the span has the tool's name only.
 
+Claude Code cuts each content attribute at 60 KB; an output that long is read as a
+truncated preview (``ToolContent.truncated``: never proof of an equal result).
+
 Failures are not on this span (it always ends UNSET) but on its ``claude_code.tool.execution``
 child; a failed call therefore reads as a call whose result is its error output.
 """
@@ -30,6 +33,8 @@ _EVENT = "tool.output"
 _OUTPUT_KEYS = ("output", "content", "stdout", "stderr", "result", "response")
 #: Span attributes that name the call's input when there is no ``tool.output`` event.
 _INPUT_KEYS = (("full_command", "command"), ("file_path", "file_path"))
+#: Claude Code's cut of a content attribute (60 KB); a value this long may have been cut.
+_CUT_CHARS = 60 * 1000
 
 
 class ClaudeCodeConvention(SpanConvention):
@@ -54,4 +59,5 @@ class ClaudeCodeConvention(SpanConvention):
         if arguments is None:
             found = {key: a[attr] for attr, key in _INPUT_KEYS if isinstance(a.get(attr), str)}
             arguments = found or None
-        return ToolContent(name, arguments, result)
+        cut = isinstance(result, str) and len(result) >= _CUT_CHARS
+        return ToolContent(name, arguments, result, truncated=cut)

@@ -63,3 +63,15 @@ def test_odd_events_never_raise() -> None:
                           attributes={"span.type": "tool", "gen_ai.tool.name": "Bash", "full_command": 7},
                           events=events)  # type: ignore[arg-type]
         ClaudeCodeConvention().read_tool(span)
+
+
+def test_an_output_at_claude_codes_cut_is_a_truncated_preview() -> None:
+    span = SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
+                      attributes={"span.type": "tool", "gen_ai.operation.name": "execute_tool",
+                                  "gen_ai.tool.name": "Bash"},
+                      events=[("tool.output", {"bash_command": "cat big.log", "output": "x" * 60_000})])
+    assert ClaudeCodeConvention().read_tool(span).truncated
+    assert read_tool(span).truncated  # and the registry passes it on (ToolCall.result_truncated)
+    assert not read_tool(SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
+                                    attributes={"span.type": "tool", "gen_ai.tool.name": "Bash"},
+                                    events=[("tool.output", {"output": "short"})])).truncated
