@@ -254,6 +254,8 @@ class ProgressService:
                          f" timeout {cfg.forward_timeout:g}s); acknowledging only after the forward succeeded")
         else:
             lines.append(f"  mode tap: forwarding nothing; annotation spans and metrics to {cfg.tap_target}")
+        lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
+                     " runs idle for the TTL end")
         if self._pusher is not None and self._metrics_forwarder is not None:
             lines.append(f"  metrics: OTLP to {self._metrics_forwarder.endpoint} every {cfg.metrics_interval:g}s")
         if self._health is not None:
