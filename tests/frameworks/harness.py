@@ -187,15 +187,19 @@ def discover(root: Path = SETUPS_DIR) -> list[Setup]:
 
 
 def _project_metadata() -> str:
-    """The repo's ``pyproject.toml`` (dependencies, entry points): a change there must
-    rebuild the virtualenvs."""
-    return (ROOT / "pyproject.toml").read_text()
+    """What of the repo's ``pyproject.toml`` goes into a virtualenv: the ``[project]`` table
+    (dependencies, entry points) without the optional extras, and the build system. A change
+    there must rebuild the virtualenvs; one to the test extra must not."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        data = tomllib.load(f)
+    project = {k: v for k, v in data.get("project", {}).items() if k != "optional-dependencies"}
+    return json.dumps([project, data.get("build-system")], sort_keys=True)
 
 
 def venv_path(requirements: Path) -> Path:
     """Where the virtualenv for one requirements file lives: named after the framework and
-    the file, keyed by the file's text, the Python version and the repo's
-    ``pyproject.toml``. Not by the checkout: the code that runs is the checkout's
+    the file, keyed by the file's text, the Python version and the repo's packaging
+    metadata (:func:`_project_metadata`). Not by the checkout: the code that runs is the checkout's
     (:func:`source_path`), so a fresh clone elsewhere reuses the same virtualenvs."""
     key = hashlib.sha256()
     for part in (requirements.read_text(), sys.version, _project_metadata()):

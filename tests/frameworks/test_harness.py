@@ -68,7 +68,13 @@ def test_the_virtualenv_key_follows_the_requirements_not_the_checkout(tmp_path: 
     (clone / "pyproject.toml").write_text(pyproject)
     monkeypatch.setattr(harness, "ROOT", clone)  # another checkout of the same project: same key
     assert venv_path(req) == first
-    (clone / "pyproject.toml").write_text(pyproject + "\n# changed\n")  # the project's metadata changed
+    extra = pyproject.replace('test = [\n', 'test = [\n    "something-new>=1",\n', 1)
+    assert extra != pyproject
+    (clone / "pyproject.toml").write_text(extra)  # the test extra changed: nothing to rebuild
+    assert venv_path(req) == first
+    deps = pyproject.replace('dependencies = [\n', 'dependencies = [\n    "something-new>=1",\n', 1)
+    assert deps != pyproject
+    (clone / "pyproject.toml").write_text(deps)  # a runtime dependency changed: rebuild
     assert venv_path(req) != first
     (clone / "pyproject.toml").write_text(pyproject)
     req.write_text("pkg==1.1\n")  # a pin changed
