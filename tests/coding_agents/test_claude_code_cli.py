@@ -112,8 +112,10 @@ def _binary() -> Path:
     return binary
 
 
-def capture(scenario: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
-    """Run the CLI through one scenario; the logs and trace export requests it sent."""
+def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
+    """Run the CLI through one scenario; the logs and trace export requests it sent to the
+    test's receiver (``exporter``: OTLP settings that send them elsewhere instead)."""
     script, details = SCENARIOS[scenario]
     binary = _binary()
     work = tmp_path / "work"
@@ -137,6 +139,7 @@ def capture(scenario: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[d
         if details:
             env["OTEL_LOG_TOOL_DETAILS"] = "1"
             env["OTEL_LOG_TOOL_CONTENT"] = "1"
+        env.update(exporter or {})
         try:
             done = subprocess.run(
                 [str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
