@@ -187,3 +187,34 @@ def test_tap_sends_only_detection_records(sink: LogsSink) -> None:
         assert _attrs(records[0])["progress.evidence_level"] == {"stringValue": "arguments"}
     finally:
         service.stop(grace=0.5)
+
+
+def test_sdk_otlp_log_exporter_to_serve(sink: LogsSink) -> None:
+    """The OpenTelemetry SDK's own OTLP/gRPC log exporter (as a Python agent would send
+    logs) replaying Codex CLI's records: the loop arrives annotated at the sink."""
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+
+    from otel_progress.logs.adapters import records_from_request
+
+    service = _service(forward_endpoint=f"127.0.0.1:{sink.port}")
+    provider = LoggerProvider(resource=Resource.create({"service.name": "codex_exec"}))
+    try:
+        provider.add_log_record_processor(SimpleLogRecordProcessor(
+            OTLPLogExporter(endpoint=f"127.0.0.1:{service.port}", insecure=True, timeout=10)))
+        logger = provider.get_logger("codex_otel")
+        for doc in documents(golden("codex-0.171.0-loop.jsonl")):
+            for view in records_from_request(doc):
+                attributes = {k: v for k, v in view.attributes.items() if isinstance(v, (str, int, float, bool))}
+                logger.emit(timestamp=view.time_ns, observed_timestamp=view.observed_ns, body=view.body,
+                            attributes=attributes, event_name=view.event_name or None)
+        provider.force_flush(10_000)
+        events = [r for r in sink.records() if r.event_name == "progress.no_progress"]
+        assert [_attrs(e)["progress.reason"]["stringValue"] for e in events] == ["repeat_cycle"] * 3
+        marked = [r for r in sink.records() if r.event_name == "codex.tool_result" and "progress.detected" in _attrs(r)]
+        assert len(marked) == 3  # the SDK sets event_name; the reader finds it there
+    finally:
+        provider.shutdown()
+        service.stop(grace=0.5)
