@@ -108,3 +108,28 @@ def test_a_raising_instrumentor_is_named_and_what_it_stops_is_seen(mcp2: Path, a
     code, report = _doctor(mcp2, setup, "loop", OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="mcp")
     assert report["run"]["tool_spans"] == LOOP and report["run"]["detections"]
     assert code == 0, report["findings"]
+
+
+def test_adk_capture_true_is_named_from_the_tool_spans_scope() -> None:
+    # ADK's native spans carry no convention marker of their own; the advice comes from the
+    # instrumentation scope (gcp.vertex.agent): `true` means EVENT_ONLY there
+    (setup,) = [s for s in discover() if s.framework == "google_adk" and s.name == "native"]
+    try:
+        venv = build_venv(setup.requirements_path)
+    except BuildError as exc:
+        if exc.network and not in_ci():
+            pytest.skip(f"package index unreachable, cannot build the ADK virtualenv: {exc}")
+        raise
+    env = agent_env(setup)
+    env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+    proc = subprocess.run([str(venv / "bin" / "otel-progress"), "doctor", "--format", "json", "--timeout", "200",
+                           "--", str(venv / "bin" / "python"), "agent.py", "loop"],
+                          cwd=SETUPS_DIR / "google_adk", env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, check=False)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    run = report["run"]
+    assert run["tool_spans"] == LOOP and run["tool_spans_with_arguments"] == 0 and run["detections"] == []
+    (finding,) = [f for f in report["findings"] if f["severity"] == "error" and f["topic"] == "content"]
+    assert "Google ADK (native)" in finding["message"] and "EVENT_ONLY" in finding["message"]
+    assert "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in finding["message"]
