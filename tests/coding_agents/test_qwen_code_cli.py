@@ -104,8 +104,10 @@ def _cli() -> Path:
     return cli
 
 
-def capture(scenario: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run the CLI through one scenario; the logs and trace export requests it sent."""
+def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the CLI through one scenario; the logs and trace export requests it sent to the
+    test's receiver (``exporter``: telemetry settings that send them elsewhere instead)."""
     cli = _cli()
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
@@ -122,6 +124,7 @@ def capture(scenario: str, tmp_path: Path) -> tuple[list[dict[str, Any]], list[d
             "QWEN_TELEMETRY_OTLP_ENDPOINT": receiver.endpoint, "QWEN_TELEMETRY_OTLP_PROTOCOL": "http",
             "QWEN_TELEMETRY_INCLUDE_SENSITIVE_SPAN_ATTRIBUTES": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
         }
+        env.update(exporter or {})
         try:
             done = subprocess.run(
                 ["node", str(cli), "-p", "Work on notes.txt", "--yolo", "--auth-type", "openai",
