@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import harness
+from . import venvs
 from .harness import Builder, BuildError, Setup, in_ci
 
 
@@ -26,13 +26,13 @@ def _needed(session: pytest.Session) -> list[Path]:
 
 def _report_progress(config: pytest.Config) -> None:
     """Write the builds' progress lines to the terminal, past pytest's capture."""
-    if harness.PROGRESS is None or harness.PROGRESS.empty():
+    if venvs.PROGRESS is None or venvs.PROGRESS.empty():
         return
     capman = config.pluginmanager.getplugin("capturemanager")
     reporter = config.pluginmanager.getplugin("terminalreporter")
     lines = []
-    while not harness.PROGRESS.empty():
-        lines.append(harness.PROGRESS.get_nowait())
+    while not venvs.PROGRESS.empty():
+        lines.append(venvs.PROGRESS.get_nowait())
     if reporter is None or capman is None:
         return
     with capman.global_and_fixture_disabled():
@@ -41,16 +41,16 @@ def _report_progress(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def venv_builder(request: pytest.FixtureRequest) -> Iterator[Builder]:
-    harness.PROGRESS = queue.SimpleQueue()
+    venvs.PROGRESS = queue.SimpleQueue()
     builder = Builder()
     needed = _needed(request.session)
     builder.submit(needed)
-    harness.PROGRESS.put(f"[frameworks] {len(needed)} virtualenvs for the selected set-ups, "
-                         f"missing ones built in the background under {harness.CACHE_DIR}")
+    venvs.PROGRESS.put(f"[frameworks] {len(needed)} virtualenvs for the selected set-ups, "
+                         f"missing ones built in the background under {venvs.CACHE_DIR}")
     yield builder
     builder.shutdown()
     _report_progress(request.config)
-    harness.PROGRESS = None
+    venvs.PROGRESS = None
 
 
 @pytest.fixture

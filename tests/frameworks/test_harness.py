@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from . import harness
+from . import venvs
 from .harness import Run, Setup, SetupError, discover, is_tool_span, venv_path
 
 
@@ -62,11 +62,11 @@ def test_the_virtualenv_key_follows_the_requirements_not_the_checkout(tmp_path: 
     req = _framework(tmp_path, '[[setup]]\nname = "a"\ninstrumentation = "A"\n') / "requirements.txt"
     first = venv_path(req)
     assert first.name.startswith("demo-default-")
-    pyproject = (harness.ROOT / "pyproject.toml").read_text()
+    pyproject = (venvs.ROOT / "pyproject.toml").read_text()
     clone = tmp_path / "clone"
     clone.mkdir()
     (clone / "pyproject.toml").write_text(pyproject)
-    monkeypatch.setattr(harness, "ROOT", clone)  # another checkout of the same project: same key
+    monkeypatch.setattr(venvs, "ROOT", clone)  # another checkout of the same project: same key
     assert venv_path(req) == first
     extra = pyproject.replace('test = [\n', 'test = [\n    "something-new>=1",\n', 1)
     assert extra != pyproject
@@ -82,8 +82,8 @@ def test_the_virtualenv_key_follows_the_requirements_not_the_checkout(tmp_path: 
 
 
 def test_network_failures_skip_locally_but_bad_pins_do_not() -> None:
-    assert harness._NETWORK_ERRORS.search("Max retries exceeded with url: /simple/pkg/")
-    assert not harness._NETWORK_ERRORS.search("ERROR: No matching distribution found for pkg==9.9")
+    assert venvs._NETWORK_ERRORS.search("Max retries exceeded with url: /simple/pkg/")
+    assert not venvs._NETWORK_ERRORS.search("ERROR: No matching distribution found for pkg==9.9")
 
 
 def _run(spans: list[dict[str, object]], stderr: str = "") -> Run:

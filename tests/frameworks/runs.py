@@ -1,0 +1,135 @@
+"""One agent run of the matrix: ``opentelemetry-instrument python agent.py <scenario>`` in
+a set-up's virtualenv, its environment, and how its exported spans are judged."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.otel_console import console_spans
+
+from .rows import Setup
+from .venvs import source_path
+
+DETECTION_EVENTS = ("no_progress", "livelock")
+
+#: Environment of every agent run (a set-up's ``env`` is applied on top). The proxy
+#: variables point every HTTP client that honours them at a closed local port, so an agent
+#: that tried to reach a real model service would fail at once instead of leaving the machine.
+BASE_ENV = {
+    "OTEL_TRACES_EXPORTER": "console",
+    "OTEL_METRICS_EXPORTER": "none",
+    "OTEL_LOGS_EXPORTER": "none",
+    "OTEL_BSP_SCHEDULE_DELAY": "200",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+    "DO_NOT_TRACK": "1",
+    "ANONYMIZED_TELEMETRY": "false",
+    "TRACELOOP_TELEMETRY": "false",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "HF_HUB_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+#: Variables of the test process that never reach an agent run.
+_DROPPED_ENV_PREFIXES = ("OTEL_", "PYTEST_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "OPENAI_", "ANTHROPIC_",
+                         "GOOGLE_", "GEMINI_", "AWS_", "TRACELOOP_", "PHOENIX_", "LOGFIRE_")
+
+
+@dataclass
+class Run:
+    """One agent run: its exit status, output and the spans it exported."""
+
+    setup: Setup
+    scenario: str
+    returncode: int
+    stdout: str
+    stderr: str
+    spans: list[dict[str, Any]]
+    seconds: float
+
+    def tool_spans(self) -> list[dict[str, Any]]:
+        extra = re.compile(self.setup.tool_span_names) if self.setup.tool_span_names else None
+        return [s for s in self.spans if is_tool_span(s) or (extra is not None and extra.search(s["name"]))]
+
+    def flagged(self) -> list[dict[str, Any]]:
+        """Spans that carry a ``no_progress``/``livelock`` event or ``progress.detected``."""
+        return [s for s in self.spans if detection_events(s) or (s.get("attributes") or {}).get("progress.detected")]
+
+    def crashes(self) -> list[str]:
+        """Tracebacks in stderr that pass through otel-progress's code."""
+        blocks = re.split(r"(?=^Traceback \(most recent call last\):)", self.stderr, flags=re.M)
+        return [b[:4000] for b in blocks if b.startswith("Traceback") and "otel_progress" in b]
+
+    def summary(self, width: int = 160) -> str:
+        """One line per span: name, kind markers, progress events, a few content keys."""
+        lines = [f"{self.setup.id} {self.scenario}: exit {self.returncode}, {len(self.spans)} spans, "
+                 f"{len(self.tool_spans())} tool spans, {self.seconds:.1f} s"]
+        for s in sorted(self.spans, key=lambda s: s.get("start_time") or ""):
+            attrs = s.get("attributes") or {}
+            marks = [f"{k}={attrs[k]}" for k in ("gen_ai.operation.name", "openinference.span.kind",
+                                                   "traceloop.span.kind", "mcp.method.name") if k in attrs]
+            events = [f"{e['name']}({(e.get('attributes') or {}).get('progress.reason')})" for e in detection_events(s)]
+            trace = (s.get("context") or {}).get("trace_id", "")[-6:]
+            line = f"  [{trace}] {s['name']!r} {' '.join(marks)} {' '.join(events)}"
+            lines.append(line[:width])
+        return "\n".join(lines)
+
+
+_TOOL_MARKERS = (("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
+                 ("traceloop.span.kind", "tool"), ("mcp.method.name", "tools/call"))
+
+
+def is_tool_span(span: dict[str, Any]) -> bool:
+    """Whether a span is a tool call by any of the conventions' markers (the harness's own
+    test, independent of otel-progress's readers). LlamaIndex under OpenLLMetry marks every
+    step ``task``; its agents' ``call_tool`` step is the one that names the tool."""
+    attrs = span.get("attributes") or {}
+    return any(attrs.get(k) == v for k, v in _TOOL_MARKERS) or (
+        "tool.name" in attrs and attrs.get("traceloop.span.kind") == "task")
+
+
+def detection_events(span: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in span.get("events") or () if e.get("name") in DETECTION_EVENTS]
+
+
+def agent_env(setup: Setup, environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if not k.startswith(_DROPPED_ENV_PREFIXES)}
+    env.update(BASE_ENV)
+    env["OTEL_SERVICE_NAME"] = f"matrix-{setup.framework}-{setup.name}"
+    env.update(setup.env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source_path()), setup.env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_agent(setup: Setup, scenario: str, venv: Path, dump: Path | None = None) -> Run:
+    """Run ``agent.py <scenario>`` of ``setup`` under ``opentelemetry-instrument`` in ``venv``."""
+    cmd = [str(venv / "bin" / "opentelemetry-instrument"), str(venv / "bin" / "python"), "agent.py", scenario,
+           *setup.args]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=setup.directory, env=agent_env(setup), capture_output=True, text=True,
+                              timeout=setup.timeout, check=False, stdin=subprocess.DEVNULL)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code = -1
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
+        err += f"\n[harness] timed out after {setup.timeout} s"
+    run = Run(setup, scenario, code, out, err, console_spans(out), time.monotonic() - start)
+    if dump is not None:
+        dump.mkdir(parents=True, exist_ok=True)
+        base = dump / f"{setup.framework}-{setup.name}-{scenario}"
+        base.with_suffix(".out").write_text(out)
+        base.with_suffix(".err").write_text(err)
+    return run
