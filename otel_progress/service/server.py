@@ -44,7 +44,7 @@ from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
-from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
+from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, LogsTap, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
 from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
@@ -109,6 +109,7 @@ class ProgressService:
         )
         self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=cfg.trace_ttl)
         self._logs_forwarder: LogsForwarder | None = None
+        self._logs_tap: LogsTap | None = None
         self._token = cfg.token()
         self._forwarder: Forwarder | None = None
         self._tap: TapExporter | None = None
@@ -151,6 +152,8 @@ class ProgressService:
             cfg.forward_endpoint if cfg.mode == "inline" else cfg.tap_target, timeout=cfg.forward_timeout,
             compression=cfg.forward_compression, insecure=cfg.forward_insecure, ca_file=cfg.forward_ca,
             headers=cfg.forward_headers, max_message_mib=cfg.max_receive_mib + 1)
+        if cfg.mode == "tap":
+            self._logs_tap = LogsTap(self._logs_forwarder, self.metrics)
         metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
         if metrics_endpoint:
             self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
@@ -285,6 +288,8 @@ class ProgressService:
             self._pusher.shutdown()
         for fwd in {id(f): f for f in (self._forwarder, self._metrics_forwarder) if f is not None}.values():
             fwd.close()
+        if self._logs_tap is not None:
+            self._logs_tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
         if self._logs_forwarder is not None:
             self._logs_forwarder.close()
         if self._health is not None:
@@ -464,11 +469,8 @@ class ProgressService:
                 self.metrics.add("progress.service.batches.annotated")
         assert self._logs_forwarder is not None
         if self.config.mode == "tap":
-            if result is not None and new:
-                findings = self.logs.findings_request(result.request, new)
-                sent = self._logs_forwarder.forward(findings.SerializeToString(), self.config.forward_timeout)
-                self.metrics.add("progress.service.tap.exported" if sent.ok else "progress.service.tap.dropped",
-                                 len(new))
+            if result is not None and new and self._logs_tap is not None:
+                self._logs_tap.submit(self.logs.findings_request(result.request, new), len(new))
             return ExportLogsServiceResponse()
         remaining = context.time_remaining()
         timeout = self.config.forward_timeout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -180,7 +181,12 @@ def test_auth_and_bad_request(sink: LogsSink) -> None:
 def test_tap_sends_only_detection_records(sink: LogsSink) -> None:
     service = _service(mode="tap", tap_endpoint=f"127.0.0.1:{sink.port}")
     try:
+        sink.fail_codes = [grpc.StatusCode.UNAVAILABLE]  # the tap retries it
         _send(service.port, _requests("gemini-cli-0.61.0-failing-edit.jsonl"))
+        deadline = time.monotonic() + 10
+        while not sink.records() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert service.metrics.value("progress.service.tap.failures") == 1
         records = sink.records()
         assert records and all(r.event_name == "progress.no_progress" for r in records)
         assert _attrs(records[0])["progress.reason"] == {"stringValue": "error_recurrence"}
