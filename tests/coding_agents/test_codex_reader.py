@@ -100,3 +100,11 @@ def test_without_an_output_the_evidence_is_arguments_and_without_arguments_names
     record.attributes = {k: v for k, v in record.attributes.items() if k != "arguments"}
     obs = read_log(record)
     assert obs is not None and obs.evidence_level == "names"
+
+
+def test_a_process_still_running_is_a_poll_with_a_waiting_status() -> None:
+    running = "Chunk ID: 07acea\nWall time: 5.0019 seconds\nProcess running with session ID 55249\n" \
+              "Original token count: 2\nOutput:\n500/700\n"
+    obs = read_log(_tool(running, tool_name="write_stdin", arguments='{"session_id": 55249, "chars": ""}'))
+    assert obs is not None and obs.call is not None
+    assert obs.call.result == {"status": "running", "output": "500/700\n"} and not obs.call.error

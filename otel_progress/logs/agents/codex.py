@@ -20,8 +20,11 @@ seconds``, ``Process exited with code N`` (or ``Process running with session ID 
 ``Original token count: N``, ``Output:`` and the text. The chunk id and the wall time
 differ on every call, so they are taken off (identical results give identical strings);
 the exit code is kept, and a nonzero exit is a failure although Codex logs
-``success="true"`` for it. ``timeUnixNano`` is 0: records are ordered by
-``event.timestamp`` (milliseconds), then by the observed time.
+``success="true"`` for it. The output of a process still running (``Process running with
+session ID N``, which the model then polls with ``write_stdin``) is given to the engine as
+``{"status": "running", "output": ...}``: a poll, an implicit wait, not a loop.
+``timeUnixNano`` is 0: records are ordered by ``event.timestamp`` (milliseconds), then by
+the observed time.
 
 Evidence: ``full`` when the preview is whole; ``arguments`` (with ``result_truncated``)
 when it was cut, so that two outputs equal up to the cut are never taken as the same
@@ -70,6 +73,13 @@ def _exit_code(output: str) -> int | None:
         return None
     match = _EXIT.search(head)
     return int(match.group(1)) if match else None
+
+
+def _running(output: str) -> bool:
+    """Whether a shell output's envelope says the process is still running (Codex returns
+    after ``yield_time_ms`` and the model polls it with ``write_stdin``)."""
+    head = output[:512]
+    return "\nProcess running with session ID " in head or head.startswith("Process running with session ID ")
 
 
 def _body(output: str) -> str:
@@ -126,6 +136,9 @@ class CodexConvention(LogConvention):
             truncated = PREVIEW_TRUNCATED in output[-256:] or OUTPUT_TRUNCATED in output[:512]
             exit_code = _exit_code(output)
             result = normalise_output(output[:_MAX_SCAN] if len(output) > _MAX_SCAN else output)
+            if exit_code is None and _running(output):
+                # still running: a poll, whose status the engine reads as an implicit wait
+                result = {"status": "running", "output": _body(result)}
             truncated = truncated or len(output) > _MAX_SCAN
         if truthy(a.get("output_truncated")):
             truncated = True
