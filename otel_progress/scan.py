@@ -192,14 +192,12 @@ class _Scan:
                 line, doc = item
                 problems: list[ReadProblem] = []
                 if is_logs_document(doc):
-                    read_logs = self._add_logs(doc, source, line)
-                    documents += 1
+                    if self._add_logs(doc, source, line):
+                        documents += 1
                     self.bar.advance(counting.count - before, 0)
                     before = counting.count
-                    if not isinstance(doc, dict) or ("resourceSpans" not in doc and "resource_spans" not in doc):
-                        continue
-                    if not read_logs:
-                        continue
+                    if "resourceSpans" not in doc and "resource_spans" not in doc:
+                        continue  # logs only; a document holding both goes on to its spans
                 try:
                     spans = list(spans_from_request(doc, problems, source=source, line=line))
                 except (ValueError, TypeError) as exc:

@@ -94,3 +94,16 @@ def test_html_report_lists_log_runs(tmp_path: Path) -> None:
     assert code == EXIT_DETECTED
     text = html.read_text()
     assert "codex|" in text and "repeat_cycle" in text
+
+
+def test_one_document_with_spans_and_logs(tmp_path: Path) -> None:
+    logs = [json.loads(x) for x in golden("gemini-cli-0.61.0-loop.jsonl").read_text().splitlines() if x.strip()]
+    traces = [json.loads(x) for x in golden("gemini-cli-0.61.0-loop.traces.jsonl").read_text().splitlines()
+              if x.strip()]
+    both = {"resourceLogs": [rl for d in logs for rl in d["resourceLogs"]],
+            "resourceSpans": [rs for d in traces for rs in d["resourceSpans"]]}
+    path = tmp_path / "both.json"
+    path.write_text(json.dumps(both, indent=1))  # one pretty-printed document
+    code, out, err = _scan(str(path), fmt="table")
+    assert code == EXIT_DETECTED, err
+    assert "gemini_cli|" in out and "group:" in out and "log records" in out
