@@ -1,7 +1,8 @@
 """End to end for coding agents' log events, on 127.0.0.1 and bounded in time:
 
-golden OTLP/JSON logs captured from the real CLIs (tests/coding_agents/golden), sent as
-the CLIs send them (OTLP/HTTP JSON to /v1/logs) -> the real gateway Collector
+the real Codex CLI (npm, native binary, against the scripted Responses API), and golden
+OTLP/JSON logs captured from the real CLIs (tests/coding_agents/golden) sent as the CLIs
+send them (OTLP/HTTP JSON to /v1/logs) -> the real gateway Collector
 (gateway.yaml + gateway-logs.yaml: load_balancing routed on session.id /
 conversation.id) -> ``otel-progress serve`` (inline, two replicas) -> the real sink
 Collector (sink.yaml + sink-logs.yaml) -> the detection is in the sink's log file (the
@@ -12,11 +13,14 @@ service's own pushed progress_service_detections_total).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,15 +73,27 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-@pytest.fixture
-def replicas(otlp) -> Iterator[list[ProgressService]]:
-    started: list[ProgressService] = []
-    yield started
-    for service in started:
-        service.stop(grace=0.5)
+@dataclass
+class Pipeline:
+    """The running pipeline: where to send, and what came out."""
+
+    gateway_http: str
+    logs_file: Path
+    prometheus: str
+    replicas: list[ProgressService]
+    gateway: Any
+    sink: Any
+
+    def detections(self) -> list[dict]:
+        return [r for r in _records(self.logs_file) if r.get("eventName") == "progress.no_progress"]
+
+    def logs(self) -> str:
+        return f"--- gateway ---\n{self.gateway.log()[-3000:]}\n--- sink ---\n{self.sink.log()[-3000:]}"
 
 
-def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, replicas: list, tmp_path: Path) -> None:  # noqa: F811
+@contextlib.contextmanager
+def _pipeline(binary: str, otlp: Any, tmp_path: Path) -> Iterator[Pipeline]:
+    """Sink Collector, two ``otel-progress serve`` replicas, gateway Collector, on free ports."""
     port = {k: otlp.free_port() for k in ("s_grpc", "s_http", "s_prom", "s_health", "s_tel",
                                           "g_grpc", "g_http", "g_health", "g_tel")}
     logs_file = tmp_path / "out" / "logs.jsonl"
@@ -90,67 +106,86 @@ def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, repl
         "OTEL_PROGRESS_SINK_TRACES_FILE": str(tmp_path / "out" / "traces.jsonl"),
         "OTEL_PROGRESS_SINK_LOGS_FILE": str(logs_file),
     }
-    sink = otlp.Collector(otelcol_binary, [CONFIG_DIR / "sink.yaml", CONFIG_DIR / "sink-logs.yaml"], sink_env,
-                          tmp_path / "sink.log")
-    with sink:
-        otlp.wait_port(port["s_grpc"], TIMEOUT_S, sink.proc)
-        for _ in range(2):
-            replicas.append(ProgressService(ServiceConfig(
-                listen="127.0.0.1:0", health_listen="", forward_endpoint=f"127.0.0.1:{port['s_grpc']}",
-                metrics_endpoint=f"127.0.0.1:{port['s_grpc']}", metrics_interval=0.5, drain_timeout=1.0,
-            ), Config()).start())
-        gateway_env = {
-            "OTEL_PROGRESS_GATEWAY_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{port['g_grpc']}",
-            "OTEL_PROGRESS_GATEWAY_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{port['g_http']}",
-            "OTEL_PROGRESS_GATEWAY_HEALTH_ENDPOINT": f"127.0.0.1:{port['g_health']}",
-            "OTEL_PROGRESS_GATEWAY_TELEMETRY_PORT": str(port["g_tel"]),
-            "OTEL_PROGRESS_SINK_ENDPOINT": f"127.0.0.1:{port['s_grpc']}",
-            "OTEL_PROGRESS_REPLICAS": "[" + ", ".join(f"127.0.0.1:{s.port}" for s in replicas) + "]",
-        }
-        gateway = otlp.Collector(otelcol_binary, [CONFIG_DIR / "gateway.yaml", CONFIG_DIR / "gateway-logs.yaml"],
-                                 gateway_env, tmp_path / "gateway.log")
-        with gateway:
-            otlp.wait_port(port["g_http"], TIMEOUT_S, gateway.proc)
-            sent = 0
-            for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-failing-command-details.jsonl"):
-                for line in (GOLDEN / name).read_text().splitlines():
-                    if line.strip():
-                        assert _post_logs(f"http://127.0.0.1:{port['g_http']}", line) == 200
-                        sent += 1
-            assert sent
+    replicas: list[ProgressService] = []
+    with otlp.Collector(binary, [CONFIG_DIR / "sink.yaml", CONFIG_DIR / "sink-logs.yaml"], sink_env,
+                        tmp_path / "sink.log") as sink:
+        try:
+            otlp.wait_port(port["s_grpc"], TIMEOUT_S, sink.proc)
+            for _ in range(2):
+                replicas.append(ProgressService(ServiceConfig(
+                    listen="127.0.0.1:0", health_listen="", forward_endpoint=f"127.0.0.1:{port['s_grpc']}",
+                    metrics_endpoint=f"127.0.0.1:{port['s_grpc']}", metrics_interval=0.5, drain_timeout=1.0,
+                ), Config()).start())
+            gateway_env = {
+                "OTEL_PROGRESS_GATEWAY_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{port['g_grpc']}",
+                "OTEL_PROGRESS_GATEWAY_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{port['g_http']}",
+                "OTEL_PROGRESS_GATEWAY_HEALTH_ENDPOINT": f"127.0.0.1:{port['g_health']}",
+                "OTEL_PROGRESS_GATEWAY_TELEMETRY_PORT": str(port["g_tel"]),
+                "OTEL_PROGRESS_SINK_ENDPOINT": f"127.0.0.1:{port['s_grpc']}",
+                "OTEL_PROGRESS_REPLICAS": "[" + ", ".join(f"127.0.0.1:{s.port}" for s in replicas) + "]",
+            }
+            with otlp.Collector(binary, [CONFIG_DIR / "gateway.yaml", CONFIG_DIR / "gateway-logs.yaml"],
+                                gateway_env, tmp_path / "gateway.log") as gateway:
+                otlp.wait_port(port["g_http"], TIMEOUT_S, gateway.proc)
+                yield Pipeline(f"http://127.0.0.1:{port['g_http']}", logs_file,
+                               f"http://127.0.0.1:{port['s_prom']}/metrics", replicas, gateway, sink)
+        finally:
+            for service in replicas:
+                service.stop(grace=0.5)
 
-            def detections() -> list[dict]:
-                return [r for r in _records(logs_file) if r.get("eventName") == "progress.no_progress"]
 
-            found = otlp.wait_until(lambda: len(detections()) >= 4, TIMEOUT_S)
-            if not found:
-                pytest.fail(f"no detection records in the sink's file\n--- gateway ---\n{gateway.log()[-3000:]}"
-                            f"\n--- sink ---\n{sink.log()[-3000:]}", pytrace=False)
-            reasons = sorted(_attrs(r)["progress.reason"] for r in detections())
-            assert reasons == ["error_recurrence", "repeat_cycle", "repeat_cycle", "repeat_cycle"]
-            records = _records(logs_file)
-            marked = [r for r in records if _attrs(r).get("progress.detected") is True
-                      and not r.get("eventName", "").startswith("progress.")]
-            assert len(marked) == 4
-            # each run went to one replica (routed on its session / conversation id)
-            assert sorted(s.metrics.value("progress.service.log_records.read") > 0 for s in replicas) in (
-                [False, True], [True, True])
-            # raw arguments and outputs are digested before storage
-            codex = [r for r in records if _attrs(r).get("event.name") == "codex.tool_result"]
-            assert codex and all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["arguments"]) for r in codex)
-            assert all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["output"]) for r in codex)
+def _prometheus(otlp: Any, url: str) -> str:
+    try:
+        return otlp.http_get(url)
+    except OSError:
+        return ""
 
-            def metrics() -> str:
-                try:
-                    return otlp.http_get(f"http://127.0.0.1:{port['s_prom']}/metrics")
-                except OSError:
-                    return ""
 
-            def complete(text: str) -> bool:
-                return (_metric(text, "progress_detection_events_total", progress_reason="repeat_cycle") >= 3
-                        and _metric(text, "progress_service_detections_total") >= 4)
+def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_path: Path) -> None:  # noqa: F811
+    with _pipeline(otelcol_binary, otlp, tmp_path) as pipe:
+        sent = 0
+        for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-failing-command-details.jsonl"):
+            for line in (GOLDEN / name).read_text().splitlines():
+                if line.strip():
+                    assert _post_logs(pipe.gateway_http, line) == 200
+                    sent += 1
+        assert sent
+        if not otlp.wait_until(lambda: len(pipe.detections()) >= 4, TIMEOUT_S):
+            pytest.fail(f"no detection records in the sink's file\n{pipe.logs()}", pytrace=False)
+        reasons = sorted(_attrs(r)["progress.reason"] for r in pipe.detections())
+        assert reasons == ["error_recurrence", "repeat_cycle", "repeat_cycle", "repeat_cycle"]
+        records = _records(pipe.logs_file)
+        marked = [r for r in records if _attrs(r).get("progress.detected") is True
+                  and not r.get("eventName", "").startswith("progress.")]
+        assert len(marked) == 4
+        # every detection was written beside its tool record (none detached from it); a run split
+        # over the two replicas would have lost turns and given fewer detections than above
+        assert all(s.metrics.value("progress.service.detections.detached") == 0 for s in pipe.replicas)
+        # raw arguments and outputs are digested before storage
+        codex = [r for r in records if _attrs(r).get("event.name") == "codex.tool_result"]
+        assert codex and all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["arguments"]) for r in codex)
+        assert all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["output"]) for r in codex)
 
-            text = otlp.wait_until(lambda: (t := metrics()) and complete(t) and t, TIMEOUT_S)
-            assert text, f"sink metrics missing the detections:\n{metrics()[-3000:]}"
-            assert _metric(text, "progress_detection_events_total", progress_reason="error_recurrence",
-                           progress_event="no_progress") == 1
+        def complete(text: str) -> bool:
+            return (_metric(text, "progress_detection_events_total", progress_reason="repeat_cycle") >= 3
+                    and _metric(text, "progress_service_detections_total") >= 4)
+
+        text = otlp.wait_until(lambda: (t := _prometheus(otlp, pipe.prometheus)) and complete(t) and t, TIMEOUT_S)
+        assert text, f"sink metrics missing the detections:\n{_prometheus(otlp, pipe.prometheus)[-3000:]}"
+        assert _metric(text, "progress_detection_events_total", progress_reason="error_recurrence",
+                       progress_event="no_progress") == 1
+
+
+def test_real_codex_cli_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_path: Path) -> None:  # noqa: F811
+    """The real Codex CLI (npm, native binary) exporting OTLP/HTTP JSON logs to the gateway."""
+    from .test_codex_cli import http_exporter, run_codex
+
+    with _pipeline(otelcol_binary, otlp, tmp_path) as pipe:
+        run_codex("loop", tmp_path, http_exporter(pipe.gateway_http))
+        if not otlp.wait_until(lambda: len(pipe.detections()) >= 3, TIMEOUT_S):
+            pytest.fail(f"no detection records in the sink's file\n{pipe.logs()}", pytrace=False)
+        assert {_attrs(r)["progress.reason"] for r in pipe.detections()} == {"repeat_cycle"}
+        assert all(_attrs(r)["conversation.id"] for r in pipe.detections())
+        text = otlp.wait_until(lambda: (t := _prometheus(otlp, pipe.prometheus)) and _metric(
+            t, "progress_detection_events_total", progress_reason="repeat_cycle") >= 3 and t, TIMEOUT_S)
+        assert text, "the sink's metrics never counted the detections"
