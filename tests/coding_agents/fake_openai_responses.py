@@ -19,6 +19,7 @@ command line.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,12 +30,16 @@ __all__ = ["FakeResponsesAPI", "Step"]
 
 @dataclass(frozen=True)
 class Step:
-    """One scripted model turn: run ``command`` in the shell tool, apply ``patch`` with
-    ``apply_patch``, or answer ``message`` and end the turn."""
+    """One scripted model turn: run ``command`` in the shell tool (returning after
+    ``yield_ms`` if set), apply ``patch`` with ``apply_patch``, ``poll`` the process the last
+    output says is still running (``write_stdin`` with no input; once it has exited the
+    turn answers ``message`` instead), or answer ``message`` and end the turn."""
 
     command: str | None = None
     patch: str | None = None
     message: str | None = None
+    yield_ms: int | None = None
+    poll: bool = False
 
 
 def _tool_names(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -45,6 +50,21 @@ def _tool_names(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if isinstance(name, str):
                 names[name] = tool
     return names
+
+
+_SESSION = re.compile(r"Process running with session ID (\d+)")
+
+
+def _last_output(body: dict[str, Any]) -> str:
+    """The text of the last tool output in the request's input."""
+    text = ""
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            output = item.get("output")
+            if isinstance(output, list):
+                output = "".join(p.get("text", "") for p in output if isinstance(p, dict))
+            text = output if isinstance(output, str) else json.dumps(output)
+    return text
 
 
 def _outputs_so_far(body: dict[str, Any]) -> int:
@@ -98,11 +118,16 @@ class FakeResponsesAPI:
         step = self.steps[index] if index < len(self.steps) else Step(message="Done.")
         tools = _tool_names(body)
         call_id = f"call_{index:03d}"
-        if step.command is not None:
-            item = self._shell_call(step.command, tools, call_id)
+        running = _SESSION.search(_last_output(body)) if step.poll else None
+        if running is not None:
+            item = {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": "write_stdin",
+                    "arguments": json.dumps({"session_id": int(running.group(1)), "chars": "",
+                                             "yield_time_ms": step.yield_ms or 1000})}
+        elif step.command is not None:
+            item = self._shell_call(step.command, tools, call_id, step.yield_ms)
         elif step.patch is not None:
             item = self._patch_call(step.patch, tools, call_id)
-        else:
+        else:  # a message, or a poll whose process has exited
             item = {
                 "type": "message",
                 "role": "assistant",
@@ -130,9 +155,12 @@ class FakeResponsesAPI:
         ]
 
     @staticmethod
-    def _shell_call(command: str, tools: dict[str, dict[str, Any]], call_id: str) -> dict:
+    def _shell_call(command: str, tools: dict[str, dict[str, Any]], call_id: str,
+                    yield_ms: int | None = None) -> dict:
         if "exec_command" in tools:
             name, args = "exec_command", {"cmd": command}
+            if yield_ms is not None:
+                args["yield_time_ms"] = yield_ms
         elif "shell_command" in tools:
             name, args = "shell_command", {"command": command}
         else:

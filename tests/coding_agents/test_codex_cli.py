@@ -7,8 +7,10 @@ Scenarios: ``loop`` (the same command, the same output, six times: caught with f
 evidence), ``failing-edit`` (the same patch that does not apply, four times: caught as the
 identical failing request), ``long-output`` (the same command five times, its output past
 the 2 KiB telemetry preview and different after the cut: the equal previews never make a
-repeat; only the identical request is claimed, marked ``evidence_level = arguments``) and
-``healthy`` (different commands, new output each time: no detection). The captures are kept as golden files
+repeat; only the identical request is claimed, marked ``evidence_level = arguments``),
+``poll`` (a command still running after its yield time, polled with ``write_stdin`` until it
+exits: a wait, no detection) and ``healthy`` (different commands, new output each time: no
+detection). The captures are kept as golden files
 (``golden/codex-<version>-<scenario>.jsonl``) so the golden tests run without the CLI;
 ``OTEL_PROGRESS_UPDATE_GOLDEN=1`` rewrites them from a fresh capture.
 """
@@ -60,6 +62,10 @@ SCENARIOS: dict[str, list[Step]] = {
     + [Step(message="The patch does not apply.")],
     # 14 KB, then a line that differs every time: past the 2 KiB telemetry preview
     "long-output": [Step(command="seq 1 3000; date +%s%N")] * 5 + [Step(message="Counted.")],
+    # a build that takes a while, polled with write_stdin until it exits: waiting, not a loop
+    # (Codex waits at least 5 s per empty write_stdin: two identical polls see it running)
+    "poll": [Step(command="sleep 12; echo built", yield_ms=250)]
+    + [Step(poll=True, yield_ms=1000, message="The build finished.")] * 12,
     "healthy": [
         Step(command="cat notes.txt"),
         Step(command="printf 'step two\\n' > todo.txt"),
@@ -157,12 +163,17 @@ def check_scenario(scenario: str, path: Path) -> None:
     tokens = [o for o in observations(path) if o.kind == "tokens"]
     assert tokens and all(t.tokens > 0 for t in tokens), "codex.sse_event response.completed counts"
     assert len({o.run_key for o in observations(path)}) == 1, "one conversation.id"
-    assert all(c.name == "exec_command" for c in tools)
+    assert all(c.name == ("write_stdin" if scenario == "poll" and i else "exec_command") for i, c in enumerate(tools))
     if scenario != "long-output":
         assert all(c.evidence_level == "full" and not c.result_truncated for c in tools)
     detections = detect(path)
     assert same_detections(scan_detections(path), detections), "otel-progress scan finds the same"
-    if scenario == "long-output":
+    if scenario == "poll":
+        running = [c for c in tools if c.name == "write_stdin" and c.result == {"status": "running", "output": ""}]
+        assert len(running) >= 2, "identical polls while it ran (as plain text: a repeat cycle)"
+        assert "built" in str(tools[-1].result) and not any(c.error for c in tools)
+        assert detections == [], detections
+    elif scenario == "long-output":
         assert len(tools) == 5
         assert all(c.evidence_level == "arguments" and c.result_truncated for c in tools)
         assert len({c.result for c in tools}) == 1, "the previews are equal: the outputs differ after the cut"
