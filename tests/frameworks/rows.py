@@ -33,6 +33,7 @@ class Setup:
     min_tool_spans: int = 3
     timeout: float = RUN_TIMEOUT_S
     notes: str = ""
+    warning: str = ""  # text the loop and empty_search runs must print on stderr
     root: Path = SETUPS_DIR  # the directory holding the framework directories
 
     @property
@@ -53,7 +54,7 @@ class SetupError(ValueError):
 
 
 _KEYS = {"name", "instrumentation", "requirements", "env", "args", "status", "reason", "xfail",
-         "tool_span_names", "min_tool_spans", "timeout", "notes"}
+         "tool_span_names", "min_tool_spans", "timeout", "notes", "warning"}
 
 
 def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str = "") -> Setup:
@@ -90,6 +91,7 @@ def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str = "
         min_tool_spans=int(raw.get("min_tool_spans", 3)),
         timeout=float(raw.get("timeout", RUN_TIMEOUT_S)),
         notes=str(raw.get("notes", "")),
+        warning=str(raw.get("warning", "")),
         root=where.parent.parent,
     )
     if not setup.requirements_path.is_file():

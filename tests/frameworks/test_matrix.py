@@ -47,6 +47,8 @@ def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
     flagged = run.flagged()
     if scenario == "healthy":
         assert not flagged, "the healthy run was annotated" + _explain(run)
+    if setup.warning and scenario != "healthy":
+        assert setup.warning in run.stderr, f"expected on stderr: {setup.warning!r}" + _explain(run)
     if not setup.works:
         return
     tools = run.tool_spans()

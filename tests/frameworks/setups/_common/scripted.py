@@ -44,6 +44,7 @@ DOCS = {
 EMPTY_QUERIES = [
     "refund policy", "refund policy for orders", "how do I get a refund", "money back policy",
     "refunds", "refund rules for damaged items", "reimbursement policy", "get my money back",
+    "refund terms", "can I return for a refund", "refund conditions", "refund eligibility",
 ]
 FINAL = {
     "loop": "Order A-17 has 2 items shipped to Berlin.",
@@ -86,12 +87,14 @@ _HEALTHY = [
 ]
 
 
-def script(scenario: str) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls the model makes in ``scenario``, in order (then it answers)."""
+def script(scenario: str, turns: int = LOOP_TURNS) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls the model makes in ``scenario``, in order (then it answers);
+    ``turns`` (at most ``len(EMPTY_QUERIES)``) lengthens the two looping scenarios."""
+    turns = min(turns, len(EMPTY_QUERIES))
     if scenario == "loop":
-        return [("lookup_order", {"order_id": "A-17"})] * LOOP_TURNS
+        return [("lookup_order", {"order_id": "A-17"})] * turns
     if scenario == "empty_search":
-        return [("search_docs", {"query": q}) for q in EMPTY_QUERIES[:LOOP_TURNS]]
+        return [("search_docs", {"query": q}) for q in EMPTY_QUERIES[:turns]]
     if scenario == "healthy":
         return list(_HEALTHY[:HEALTHY_TURNS])
     raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")

@@ -9,6 +9,7 @@ no ``PYTHONPATH``), so it is not instrumented and its stdout stays the protocol 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from pathlib import Path
@@ -26,13 +27,13 @@ def _text(result: object) -> str:
     return "".join(getattr(c, "text", "") for c in getattr(result, "content", []) or [])
 
 
-async def run(scenario: str) -> str:
+async def run(scenario: str, turns: int) -> str:
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
         assert tools == set(scripted.TOOLS), tools
-        for name, arguments in scripted.script(scenario):
+        for name, arguments in scripted.script(scenario, turns):
             result = await session.call_tool(name, arguments)
             if getattr(result, "is_error", False) or getattr(result, "isError", False):
                 raise SystemExit(f"tool {name} failed: {_text(result)}")
@@ -40,8 +41,11 @@ async def run(scenario: str) -> str:
 
 
 def main() -> None:
-    scenario = scripted.scenario_from_argv()
-    print("final answer:", asyncio.run(run(scenario)))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=scripted.SCENARIOS)
+    parser.add_argument("--turns", type=int, default=scripted.LOOP_TURNS, help="calls in the looping scenarios")
+    args = parser.parse_args()
+    print("final answer:", asyncio.run(run(args.scenario, args.turns)))
 
 
 if __name__ == "__main__":
