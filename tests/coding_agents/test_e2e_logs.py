@@ -64,6 +64,16 @@ def _attrs(record: dict) -> dict:
     return {kv["key"]: next(iter(kv["value"].values()), None) for kv in record.get("attributes", [])}
 
 
+def _conversation(name: str) -> str:
+    for line in (GOLDEN / name).read_text().splitlines():
+        for rl in json.loads(line).get("resourceLogs", []) if line.strip() else []:
+            for sl in rl.get("scopeLogs", []):
+                for record in sl.get("logRecords", []):
+                    if _attrs(record).get("conversation.id"):
+                        return _attrs(record)["conversation.id"]
+    raise AssertionError(f"no conversation.id in {name}")
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for match in re.finditer(rf"^{name}(\{{[^}}]*\}})?\s+(\S+)$", text, re.M):
@@ -146,7 +156,8 @@ def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_
     with _pipeline(otelcol_binary, otlp, tmp_path) as pipe:
         sent = 0
         for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-failing-command-details.jsonl",
-                     "gemini-cli-0.61.0-loop.jsonl", "qwen-code-0.24.4-failing-edit.jsonl"):
+                     "gemini-cli-0.61.0-loop.jsonl", "qwen-code-0.24.4-failing-edit.jsonl",
+                     "codex-0.171.0-poll.jsonl"):  # healthy; one request begins with a record without run id
             for line in (GOLDEN / name).read_text().splitlines():
                 if line.strip():
                     assert _post_logs(pipe.gateway_http, line) == 200
@@ -164,6 +175,13 @@ def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_
         # every detection was written beside its tool record (none detached from it); a run split
         # over the two replicas would have lost turns and given fewer detections than above
         assert all(s.metrics.value("progress.service.detections.detached") == 0 for s in pipe.replicas)
+        # records without a run id (Codex's metrics-client warning) go around the replicas to the sink
+        # (only Codex's captures have such records)
+        assert otlp.wait_until(lambda: any(not _attrs(r).get("conversation.id") and not _attrs(r).get("session.id")
+                                           for r in _records(pipe.logs_file)), TIMEOUT_S)
+        poll = [r for r in _records(pipe.logs_file) if _attrs(r).get("event.name") == "codex.tool_result"
+                and _attrs(r).get("conversation.id") == _conversation("codex-0.171.0-poll.jsonl")]
+        assert poll and not any("progress.detected" in _attrs(r) for r in poll)
         # raw arguments and outputs are digested before storage
         codex = [r for r in records if _attrs(r).get("event.name") == "codex.tool_result"]
         assert codex and all(re.fullmatch(r"[0-9a-f]{64}", _attrs(r)["arguments"]) for r in codex)

@@ -6,8 +6,10 @@ ResourceLogs from ``routing_attributes``, each looked up in the resource, then t
 scope's attributes, then the first record of that scope (opentelemetry-collector-contrib,
 exporter/loadbalancingexporter/log_exporter.go, ``splitLogsByAttributes``). This test
 computes that key for every export request of the golden captures (what each real CLI
-sent) and checks that all requests of one run get the same, non-empty key. The routing
-itself runs in the real Collector in tests/coding_agents/test_e2e_logs.py.
+sent), after the gateway's filter/run_records has set aside the records without a run id
+(and the scopes it empties), and checks that all requests of one run get the same,
+non-empty key, and that no record set aside is one a reader uses. The routing itself runs
+in the real Collector in tests/coding_agents/test_e2e_logs.py.
 """
 
 from __future__ import annotations
@@ -28,9 +30,31 @@ GATEWAY_LOGS = Path(__file__).resolve().parents[2] / "collector-config" / "gatew
 
 
 def _routing_attributes() -> list[str]:
-    exporter = yaml.safe_load(GATEWAY_LOGS.read_text())["exporters"]["load_balancing/logs"]
+    config = yaml.safe_load(GATEWAY_LOGS.read_text())
+    exporter = config["exporters"]["load_balancing/logs"]
     assert exporter["routing_key"] == "attributes"
+    runs = config["service"]["pipelines"]["logs/runs"]
+    assert "filter/run_records" in runs["processors"] and runs["exporters"] == ["load_balancing/logs"]
     return exporter["routing_attributes"]
+
+
+def _has_run_id(record: dict[str, Any], resource: dict[str, Any], names: list[str]) -> bool:
+    attributes = _attributes(record.get("attributes"))
+    return any(name in attributes or name in resource for name in names)
+
+
+def _run_records(resource_logs: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What filter/run_records keeps of a ResourceLogs (empty scopes dropped), and what it
+    sets aside."""
+    resource = _attributes((resource_logs.get("resource") or {}).get("attributes"))
+    kept, aside = [], []
+    for scope in resource_logs.get("scopeLogs") or []:
+        records = scope.get("logRecords") or []
+        keep = [r for r in records if _has_run_id(r, resource, names)]
+        aside += [r for r in records if not _has_run_id(r, resource, names)]
+        if keep:
+            kept.append({**scope, "logRecords": keep})
+    return {**resource_logs, "scopeLogs": kept}, aside
 
 
 def _key(resource_logs: dict[str, Any], names: list[str]) -> str:
@@ -60,7 +84,13 @@ def test_each_run_routes_to_one_key(path: str) -> None:
     names = _routing_attributes()
     keys_by_run: dict[str, set[str]] = {}
     for doc in documents(GOLDEN / path):
-        for resource_logs in doc.get("resourceLogs", []):
+        for original in doc.get("resourceLogs", []):
+            resource_logs, aside = _run_records(original, names)
+            unused = [read_log(v) for v in records_from_request({"resourceLogs": [{**original, "scopeLogs": [
+                {"logRecords": aside}]}]})]
+            assert all(o is None or o.kind == "other" for o in unused), "a record set aside is one a reader uses"
+            if not resource_logs["scopeLogs"]:
+                continue
             key = _key(resource_logs, names)
             for view in records_from_request({"resourceLogs": [resource_logs]}):
                 observation = read_log(view)
