@@ -41,7 +41,7 @@ from ...conventions.base import as_text, decode_json
 from ...model import NOT_CAPTURED, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
-from .values import record_order, text_attribute, to_int, truthy
+from .values import as_bool, record_order, text_attribute, to_int
 
 __all__ = ["CodexConvention", "normalise_output"]
 
@@ -140,9 +140,9 @@ class CodexConvention(LogConvention):
                 # still running: a poll, whose status the engine reads as an implicit wait
                 result = {"status": "running", "output": _body(result)}
             truncated = truncated or len(output) > _MAX_SCAN
-        if truthy(a.get("output_truncated")):
+        if as_bool(a.get("output_truncated")):
             truncated = True
-        success = truthy(a.get("success"))
+        success = as_bool(a.get("success"))
         failed = success is False or (exit_code is not None and exit_code != 0)
         error_type: str | None = None
         error_message: str | None = None

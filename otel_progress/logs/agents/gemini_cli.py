@@ -35,7 +35,7 @@ from ...conventions.base import as_number, as_text, decode_json
 from ...model import NOT_CAPTURED, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
-from .values import record_order, text_attribute, to_int, truthy
+from .values import as_bool, record_order, text_attribute, to_int
 
 __all__ = ["GeminiCliConvention", "exit_code"]
 
@@ -102,7 +102,7 @@ class GeminiCliConvention(LogConvention):
         result: Any = NOT_CAPTURED
         if as_number(size) is not None:
             result = {"content_length": to_int(size)}
-        success = truthy(a.get("success"))
+        success = as_bool(a.get("success"))
         code = exit_code(a.get("metadata"))
         failed = success is False or (code is not None and code != 0)
         error_type: str | None = None

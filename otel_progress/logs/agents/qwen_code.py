@@ -26,7 +26,7 @@ from typing import Any
 from ...model import NOT_CAPTURED, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
-from ._values import as_bool, as_int, parse_json_object
+from .values import as_bool, as_int, parse_json_object
 
 __all__ = ["AGENT", "QwenCodeLogs"]
 
