@@ -10,6 +10,11 @@ name. Adding an agent is one module and one line in :data:`LOG_CONVENTIONS`.
 
 Everything here is total: a convention that raises on an odd record is treated as not
 having read it.
+
+The pipeline around the readers: :mod:`.adapters` (OTLP/JSON logs to views) and
+:mod:`.adapters_proto` (protobuf, for the service), :mod:`.tracker` (runs, order, the
+engine; shared by ``scan`` and ``serve``), and the service's annotation in
+:mod:`otel_progress.service.logs`. See docs/logs.md.
 """
 
 from __future__ import annotations
