@@ -178,8 +178,8 @@ def _mcp_sdk(env: Mapping[str, str]) -> ContentStatus:
     del env
     return ContentStatus("MCP Python SDK (its own spans)", Capture.NO,
                          "the SDK's own `MCP send tools/call` spans never carry arguments or results;"
-                         " use an MCP instrumentation (OpenLLMetry, OpenInference) for content",
-                         fix="install an MCP instrumentation")
+                         " OpenLLMetry's MCP instrumentation (opentelemetry-instrumentation-mcp, on mcp 1.x)"
+                         " adds them (OpenInference's MCP instrumentation only propagates context)")
 
 
 #: The table, most specific first (a span is matched to the first that fits).
