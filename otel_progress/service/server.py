@@ -107,7 +107,9 @@ class ProgressService:
             trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, batch_cache=cfg.batch_cache,
             max_state_bytes=cfg.max_state_mib * 1024 * 1024,
         )
-        self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=cfg.trace_ttl)
+        # A coding agent's run has no end event: it ends when idle for the engine's run TTL (a
+        # user's approval or a long model turn can pause a run for minutes).
+        self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=engine_config.run_ttl_seconds)
         self._logs_forwarder: LogsForwarder | None = None
         self._logs_tap: LogsTap | None = None
         self._token = cfg.token()
@@ -258,7 +260,7 @@ class ProgressService:
         else:
             lines.append(f"  mode tap: forwarding nothing; annotation spans and metrics to {cfg.tap_target}")
         lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
-                     " runs idle for the TTL end")
+                     f" a run ends {self.engine.config.run_ttl_seconds:g}s after its last record")
         if self._pusher is not None and self._metrics_forwarder is not None:
             lines.append(f"  metrics: OTLP to {self._metrics_forwarder.endpoint} every {cfg.metrics_interval:g}s")
         if self._health is not None:

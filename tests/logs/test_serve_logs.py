@@ -224,3 +224,19 @@ def test_sdk_otlp_log_exporter_to_serve(sink: LogsSink) -> None:
     finally:
         provider.shutdown()
         service.stop(grace=0.5)
+
+
+def test_idle_log_runs_end() -> None:
+    """The service's log runs end after the idle TTL (no end event exists), freeing state."""
+    from otel_progress import ProgressEngine
+    from otel_progress.service.logs import LogsDetector
+    from otel_progress.service.metrics import ServiceMetrics
+
+    engine = ProgressEngine()
+    detector = LogsDetector(engine, ServiceMetrics(), idle_seconds=30)
+    for request in _requests("codex-0.171.0-healthy.jsonl"):
+        detector.process(request.SerializeToString())
+    assert detector.open_runs == 1 and engine.active_runs == 1
+    assert detector.maintain(time.monotonic() + 10) == [] and detector.open_runs == 1
+    detector.maintain(time.monotonic() + 31)
+    assert detector.open_runs == 0 and engine.active_runs == 0
