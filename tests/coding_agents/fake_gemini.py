@@ -17,10 +17,10 @@ retried request gets the same answer.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_api import FakeAPI, Reply, json_reply, scripted, sse
 
 __all__ = ["FakeGeminiAPI", "Step"]
 
@@ -54,7 +54,7 @@ def _function_responses(body: dict[str, Any]) -> int:
     return count
 
 
-class FakeGeminiAPI:
+class FakeGeminiAPI(FakeAPI):
     """The scripted server. Use as a context manager; ``base_url`` is the host root.
 
     Attributes:
@@ -65,24 +65,11 @@ class FakeGeminiAPI:
     def __init__(self, steps: list[Step], usage: tuple[int, int] = (900, 30)) -> None:
         self.steps = list(steps)
         self.usage = usage
-        self.requests: list[tuple[str, dict[str, Any]]] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> FakeGeminiAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return self.root
 
     def _usage(self) -> dict[str, int]:
         prompt, candidates = self.usage
@@ -107,7 +94,7 @@ class FakeGeminiAPI:
 
     def _turn(self, body: dict[str, Any]) -> dict[str, Any]:
         index = _function_responses(body)
-        step = self.steps[index] if index < len(self.steps) else Step(message="Done.")
+        step = scripted(self.steps, index, Step(message="Done."))
         if step.tool is not None:
             part: dict[str, Any] = {
                 "functionCall": {"name": step.tool, "args": step.args, "id": f"call_{index:03d}"}
@@ -122,44 +109,15 @@ class FakeGeminiAPI:
             "modelVersion": "gemini-2.5-flash",
         }
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        api = self
+    def get(self, path: str) -> Reply:
+        return json_reply(b'{"models":[]}')
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:  # quiet
-                pass
-
-            def _send(self, status: int, payload: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_GET(self) -> None:
-                self._send(200, b'{"models":[]}', "application/json")
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                if not isinstance(body, dict):
-                    body = {}
-                with api._lock:
-                    api.requests.append((self.path, body))
-                if ":streamGenerateContent" in self.path:
-                    data = json.dumps(api._turn(body))
-                    self._send(200, f"data: {data}\r\n\r\n".encode(), "text/event-stream")
-                elif ":generateContent" in self.path:
-                    self._send(200, json.dumps(api._classifier()).encode(), "application/json")
-                elif ":countTokens" in self.path:
-                    self._send(200, b'{"totalTokens": 10}', "application/json")
-                else:
-                    self._send(404, b"{}", "application/json")
-
-        return Handler
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
+        self.keep((path, body))
+        if ":streamGenerateContent" in path:
+            return 200, sse(self._turn(body), eol="\r\n"), "text/event-stream"
+        if ":generateContent" in path:
+            return json_reply(self._classifier())
+        if ":countTokens" in path:
+            return json_reply(b'{"totalTokens": 10}')
+        return json_reply(b"{}", 404)

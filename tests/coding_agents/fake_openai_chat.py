@@ -12,58 +12,41 @@ past the script, and for requests without tools, it answers with a final text.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_api import FakeAPI, Reply, assistant_turns, json_reply, scripted, sse
 
 __all__ = ["FakeOpenAIChat"]
 
 ToolCallSpec = tuple[str, dict[str, Any]]
 
+_NOT_FOUND = b'{"error": {"message": "not found"}}'
 
-class FakeOpenAIChat:
+
+class FakeOpenAIChat(FakeAPI):
     """The scripted API server; use as a context manager (``url`` ends with ``/v1``)."""
+
+    thread_name = "fake-openai-chat"
 
     def __init__(self, script: Sequence[Sequence[ToolCallSpec]], final_text: str = "Done.",
                  model: str = "qwen3-coder-plus") -> None:
         self.script = [list(turn) for turn in script]
         self.final_text = final_text
         self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._ids = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai-chat", daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> FakeOpenAIChat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def _next_id(self, prefix: str) -> str:
-        with self._lock:
-            self._ids += 1
-            return f"{prefix}_{self._ids:020d}"
+        return f"{self.root}/v1"
 
     def answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
         """The text and tool calls answering one request."""
-        if body.get("tools"):
-            turn = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant")
-            if turn < len(self.script):
-                return None, [{"id": self._next_id("call"), "type": "function",
-                               "function": {"name": name, "arguments": json.dumps(args)}}
-                              for name, args in self.script[turn]]
+        calls = scripted(self.script, assistant_turns(body), None) if body.get("tools") else None
+        if calls is not None:
+            return None, [{"id": self._next_id("call"), "type": "function",
+                           "function": {"name": name, "arguments": json.dumps(args)}}
+                          for name, args in calls]
         return self.final_text, []
 
     def _chunks(self, text: str | None, calls: list[dict[str, Any]]) -> bytes:
@@ -74,7 +57,7 @@ class FakeOpenAIChat:
             data: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
             if usage is not None:
                 data["usage"] = usage
-            return b"data: " + json.dumps(data).encode() + b"\n\n"
+            return sse(data)
 
         out = [chunk({"role": "assistant", "content": ""})]
         if text is not None:
@@ -83,7 +66,7 @@ class FakeOpenAIChat:
             out.append(chunk({"tool_calls": [{"index": i, **call}]}))
         finish = "tool_calls" if calls else "stop"
         out.append(chunk({}, finish, {"prompt_tokens": 150, "completion_tokens": 25, "total_tokens": 175}))
-        out.append(b"data: [DONE]\n\n")
+        out.append(sse("[DONE]"))
         return b"".join(out)
 
     def _completion(self, text: str | None, calls: list[dict[str, Any]]) -> bytes:
@@ -96,45 +79,16 @@ class FakeOpenAIChat:
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": 150, "completion_tokens": 25, "total_tokens": 175}}).encode()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def get(self, path: str) -> Reply:
+        if path.split("?", 1)[0].endswith("/models"):
+            return json_reply({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "test"}]})
+        return json_reply(_NOT_FOUND, 404)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def _send(self, code: int, body: bytes, content_type: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                if self.path.split("?", 1)[0].endswith("/models"):
-                    body = {"object": "list", "data": [{"id": fake.model, "object": "model", "owned_by": "test"}]}
-                    self._send(200, json.dumps(body).encode(), "application/json")
-                else:
-                    self._send(404, b'{"error": {"message": "not found"}}', "application/json")
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                if not self.path.split("?", 1)[0].endswith("/chat/completions"):
-                    self._send(404, b'{"error": {"message": "not found"}}', "application/json")
-                    return
-                with fake._lock:
-                    fake.requests.append(body)
-                text, calls = fake.answer(body)
-                if body.get("stream"):
-                    self._send(200, fake._chunks(text, calls), "text/event-stream")
-                else:
-                    self._send(200, fake._completion(text, calls), "application/json")
-
-        return Handler
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
+        if not path.split("?", 1)[0].endswith("/chat/completions"):
+            return json_reply(_NOT_FOUND, 404)
+        self.keep(body)
+        text, calls = self.answer(body)
+        if body.get("stream"):
+            return 200, self._chunks(text, calls), "text/event-stream"
+        return 200, self._completion(text, calls), "application/json"

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_api import FakeAPI, Reply, json_reply, scripted, typed_sse
 
 __all__ = ["FakeResponsesAPI", "Step"]
 
@@ -78,7 +78,7 @@ def _outputs_so_far(body: dict[str, Any]) -> int:
     return count
 
 
-class FakeResponsesAPI:
+class FakeResponsesAPI(FakeAPI):
     """The scripted server. Use as a context manager; ``base_url`` ends in ``/v1``.
 
     Attributes:
@@ -89,33 +89,18 @@ class FakeResponsesAPI:
     def __init__(self, steps: list[Step], usage: tuple[int, int] = (1200, 40)) -> None:
         self.steps = list(steps)
         self.usage = usage
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeResponsesAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return f"{self.root}/v1"
 
     # -- the answer to one request -------------------------------------------------------
 
     def _events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        with self._lock:
-            self.requests.append(body)
-            number = len(self.requests)
+        number = self.keep(body)
         index = _outputs_so_far(body)
-        step = self.steps[index] if index < len(self.steps) else Step(message="Done.")
+        step = scripted(self.steps, index, Step(message="Done."))
         tools = _tool_names(body)
         call_id = f"call_{index:03d}"
         running = _SESSION.search(_last_output(body)) if step.poll else None
@@ -192,44 +177,10 @@ class FakeResponsesAPI:
             "arguments": json.dumps({"input": patch}),
         }
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        api = self
+    def get(self, path: str) -> Reply:  # /models and the like: nothing to offer
+        return json_reply(b'{"object":"list","data":[],"models":[]}')
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:  # quiet
-                pass
-
-            def do_GET(self) -> None:  # /models and the like: nothing to offer
-                payload = b'{"object":"list","data":[],"models":[]}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                if not self.path.rstrip("/").endswith("/responses"):
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                chunks = []
-                for event in api._events(body if isinstance(body, dict) else {}):
-                    data = json.dumps(event)
-                    chunks.append(f"event: {event['type']}\ndata: {data}\n\n")
-                payload = "".join(chunks).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        return Handler
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
+        if not path.rstrip("/").endswith("/responses"):
+            return 404, b"", None
+        return 200, b"".join(typed_sse(event) for event in self._events(body)), "text/event-stream"
