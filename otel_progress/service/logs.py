@@ -153,7 +153,9 @@ class LogsDetector:
         self.metrics = metrics
         self.tracker = LogRunTracker(engine, reorder_window=1 << 30, idle_seconds=idle_seconds, max_runs=max_runs)
         self._lock = threading.Lock()
-        self._placed: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
+        # (run key, tool call id) -> the detections placed on that call (call ids are only
+        # unique within a run)
+        self._placed: OrderedDict[tuple[str, str], tuple[Detection, ...]] = OrderedDict()
         self._places: dict[str, _RunPlace] = {}
 
     def process(self, raw: bytes) -> LogsResult:
@@ -164,7 +166,7 @@ class LogsDetector:
         except Exception as exc:
             raise MalformedLogsRequest(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
         result = LogsResult(request=request)
-        locations: dict[str, tuple[int, int, int]] = {}
+        locations: dict[tuple[str, str], tuple[int, int, int]] = {}
         replays: list[tuple[tuple[int, int, int], Detection]] = []
         touched: dict[str, tuple[int, int]] = {}
         found: list[Detection] = []
@@ -178,8 +180,8 @@ class LogsDetector:
                 touched[observation.run_key] = (ri, si)  # the run's latest record in this request
                 if observation.kind == "tool":
                     call_id = self.tracker.call_id(observation, view)
-                    locations[call_id] = (ri, si, li)
-                    for det in self._placed.get(call_id, ()):
+                    locations[(observation.run_key, call_id)] = (ri, si, li)
+                    for det in self._placed.get((observation.run_key, call_id), ()):
                         replays.append(((ri, si, li), det))
                 dets, ended = self.tracker.add_observation(observation, view)
                 found.extend(dets)
@@ -195,14 +197,15 @@ class LogsDetector:
                 place.scope = common_pb2.InstrumentationScope()
                 place.scope.CopyFrom(rl.scope_logs[si].scope)
             for det in found:
-                self._placed[det.span_id] = (*self._placed.get(det.span_id, ()), det)
-                self._placed.move_to_end(det.span_id)
+                key = (det.run_id, det.span_id)
+                self._placed[key] = (*self._placed.get(key, ()), det)
+                self._placed.move_to_end(key)
             while len(self._placed) > _MAX_PLACED:
                 self._placed.popitem(last=False)
             places = {key: self._places[key] for key in touched if key in self._places}
         self.metrics.add("progress.service.log_records.received", result.records)
         self.metrics.add("progress.service.log_records.read", result.observed)
-        placements = [(locations.get(det.span_id), det) for det in found] + replays
+        placements = [(locations.get((det.run_id, det.span_id)), det) for det in found] + replays
         for loc, det in placements:
             self._place(request, loc, det, places.get(det.run_id))
             result.annotated = True

@@ -240,3 +240,19 @@ def test_idle_log_runs_end() -> None:
     assert detector.maintain(time.monotonic() + 10) == [] and detector.open_runs == 1
     detector.maintain(time.monotonic() + 31)
     assert detector.open_runs == 0 and engine.active_runs == 0
+
+
+def test_call_ids_are_per_run(sink: LogsSink) -> None:
+    """Two runs whose tool calls have the same ids (call ids are only unique within a run):
+    each gets its own detections, none of the other's re-placed on it."""
+    service = _service(forward_endpoint=f"127.0.0.1:{sink.port}")
+    try:
+        requests = _requests("codex-0.171.0-loop.jsonl")
+        other = [ExportLogsServiceRequest.FromString(r.SerializeToString().replace(
+            b"01a23128-9b8f-7d63-91ab-f96e27715538", b"01a23128-0000-0000-0000-000000000002")) for r in requests]
+        _send(service.port, requests + other)
+        events = [r for r in sink.records() if r.event_name == "progress.no_progress"]
+        by_run = sorted(_attrs(e)["conversation.id"]["stringValue"] for e in events)
+        assert by_run == ["01a23128-0000-0000-0000-000000000002"] * 3 + ["01a23128-9b8f-7d63-91ab-f96e27715538"] * 3
+    finally:
+        service.stop(grace=0.5)
