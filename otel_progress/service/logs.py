@@ -43,7 +43,7 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 
 from ..engine import ProgressEngine
 from ..limits import clip_chars
-from ..logs import read_log
+from ..logs import event_names, read_log
 from ..logs.adapters_proto import records_from_proto
 from ..logs.tracker import LogRunTracker
 from ..model import Detection
@@ -67,6 +67,7 @@ ExportLogsServiceResponse = logs_service_pb2.ExportLogsServiceResponse
 RUN_ID_ATTRIBUTES = ("session.id", "prompt.id", "prompt_id", "conversation.id", "conversation_id")
 _MAX_VALUE = 256
 _SEVERITY_WARN = logs_pb2.SEVERITY_NUMBER_WARN
+_EVENT_NAMES = event_names()
 #: Tool call ids remembered with their detections (to re-place them on a redelivery).
 _MAX_PLACED = 16_384
 
@@ -171,8 +172,8 @@ class LogsDetector:
         touched: dict[str, tuple[int, int]] = {}
         found: list[Detection] = []
         with self._lock:
-            for ri, si, li, view in records_from_proto(request):
-                result.records += 1
+            result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+            for ri, si, li, view in records_from_proto(request, names=_EVENT_NAMES):
                 observation = read_log(view)
                 if observation is None or observation.kind not in ("tool", "tokens"):
                     continue

@@ -85,3 +85,14 @@ def _b64_ids(node):
     if isinstance(node, list):
         return [_b64_ids(v) for v in node]
     return node
+
+
+def test_protobuf_name_filter_keeps_indices() -> None:
+    from otel_progress.logs import event_names
+
+    for doc in documents(golden("gemini-cli-0.61.0-loop.jsonl")):
+        message = json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        every = list(records_from_proto(message))
+        known = list(records_from_proto(message, names=event_names()))
+        assert known == [item for item in every if item[3].event_name in event_names()]
+        assert len(known) < len(every)  # the prompt and response records are not decoded
