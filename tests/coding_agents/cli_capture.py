@@ -1,9 +1,11 @@
 """Running a coding CLI from the npm registry against a scripted model API and capturing
-what it exports, for the Codex CLI and Gemini CLI tests.
+what it exports, for the Claude Code, Codex CLI, Gemini CLI and Qwen Code tests.
 
 - :func:`npm_install` installs a pinned package under ``~/.cache/otel-progress/npm/`` (once)
-  and returns its ``node_modules``; without npm or the registry the test is skipped, or
-  fails under ``CI=true``.
+  and returns its ``node_modules`` (:func:`npm_file`: one file in it); without npm or the
+  registry the test is skipped, or fails under ``CI=true``.
+- :func:`workspace`, :func:`cli_env` and :func:`run_cli` set up and run one scenario:
+  a work directory with ``notes.txt``, a home, the environment, the headless CLI.
 - :class:`Receiver` is the shared OTLP/HTTP receiver on 127.0.0.1 (:mod:`.otlp_http`).
 - :func:`write_jsonl` writes captured requests in the Collector file exporter's format
   (one ``Export*ServiceRequest`` per line); :func:`slim` shortens, for the golden files,
@@ -11,7 +13,10 @@ what it exports, for the Codex CLI and Gemini CLI tests.
   records are hundreds of KiB per run).
 - :func:`read_records` decodes an OTLP/JSON logs file into
   :class:`~otel_progress.logs.LogRecordView` and :func:`detect` runs the readers and the
-  engine over it, run by run (what ``scan`` does with logs).
+  engine over it, run by run (what ``scan`` does with logs); :func:`brief` is what it found
+  in short; :func:`golden_file` a golden file the test needs.
+- :func:`serving` is a started ``otel-progress serve`` (inline) forwarding to a
+  :class:`GrpcSink`, for the serve tests.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +88,67 @@ def npm_install(package: str, version: str, name: str, timeout: float = 600) -> 
         unavailable(f"npm install {package}@{version} failed: {done.stderr.strip()[-500:]}")
     marker.write_text(f"{package}@{version}\n")
     return root / "node_modules"
+
+
+def npm_file(package: str, version: str, name: str, relative: str) -> Path:
+    """A file of the installed package (``relative`` to its ``node_modules``): the CLI's
+    native binary or its script."""
+    path = npm_install(package, version, name) / relative
+    if not path.exists():
+        unavailable(f"{package}@{version} installed no {relative}")
+    return path
+
+
+def node() -> str:
+    """The ``node`` executable (the test is unavailable without it)."""
+    found = shutil.which("node")
+    if found is None:
+        unavailable("node is needed to run this CLI")
+    return found
+
+
+def workspace(tmp: Path, notes: str, home: str = "home") -> tuple[Path, Path]:
+    """A work directory holding ``notes.txt`` and an empty home directory under ``tmp``."""
+    work, home_dir = tmp / "work", tmp / home
+    work.mkdir()
+    home_dir.mkdir()
+    (work / "notes.txt").write_text(notes)
+    return work, home_dir
+
+
+ToolCalls = Sequence[Sequence[tuple[str, dict[str, Any]]]]
+
+
+def with_cwd(script: ToolCalls, cwd: str) -> list[list[tuple[str, dict[str, Any]]]]:
+    """A script of tool calls with ``{cwd}`` in their string arguments replaced."""
+    return [[(name, {k: v.replace("{cwd}", cwd) if isinstance(v, str) else v for k, v in args.items()})
+             for name, args in turn] for turn in script]
+
+
+def cli_env(home: Path, **settings: str) -> dict[str, str]:
+    """The CLI's whole environment: ``PATH``, ``HOME`` and ``settings``."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **settings}
+
+
+def run_cli(argv: Sequence[str], *, env: dict[str, str], timeout: float, expect: str,
+            cwd: Path | str | None = None, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a headless CLI to its end: it must exit 0 and print ``expect``."""
+    try:
+        done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                              stdin=stdin, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(map(str, argv[:3]))} ... did not finish within {timeout:.0f} s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout, done.stdout[-2000:]
+    return done
+
+
+def golden_file(name: str) -> Path:
+    """``golden/<name>``; the test fails if it is missing."""
+    path = GOLDEN / name
+    if not path.exists():
+        pytest.fail(f"{name} is missing: run with {UPDATE_ENV}=1 where the CLI can be installed")
+    return path
 
 
 def write_jsonl(path: Path, requests: Iterable[dict[str, Any]]) -> None:
@@ -154,6 +222,13 @@ def read_records(path: Path) -> Iterator[LogRecordView]:
             yield record
 
 
+def common_keys(path: Path, event_name: str) -> set[str]:
+    """The attribute keys every ``event_name`` record of a logs file has."""
+    keys = [set(r.attributes) for r in read_records(path) if r.event_name == event_name]
+    assert keys, f"no {event_name} in {path.name}"
+    return set.intersection(*keys)
+
+
 def observations(path: Path) -> list[LogObservation]:
     """What the registered readers find in a logs file, in file order."""
     return [o for o in map(read_log, read_records(path)) if o is not None]
@@ -191,6 +266,19 @@ def detect(path: Path) -> list[Detection]:
     return out
 
 
+def brief(path: Path) -> list[tuple[str, int, str | None]]:
+    """The detections of a logs file in short: (reason, turn, evidence level)."""
+    return [(d.reason.value, d.turn, d.figures.get("evidence_level")) for d in detect(path)]
+
+
+def assert_slim_detects_the_same(path: Path, tmp: Path) -> None:
+    """A golden file made from the capture at ``path`` (long unread attributes shortened,
+    :func:`slim`) gives what the full capture gives."""
+    slimmed = tmp / "slim.jsonl"
+    write_jsonl(slimmed, slim(json.loads(line) for line in path.read_text().splitlines()))
+    assert detect(slimmed) == detect(path)
+
+
 class GrpcSink:
     """A real OTLP/gRPC LogsService and TraceService on 127.0.0.1 that keeps what it gets
     (the downstream of ``otel-progress serve`` in the serve tests)."""
@@ -223,6 +311,20 @@ class GrpcSink:
     def __exit__(self, *exc: object) -> None:
         self.server.stop(0)
 
+    def wait(self, ready: Callable[[list[tuple[str, dict[str, Any]]]], bool], timeout: float = 20.0,
+             settle: float = 0.0) -> list[tuple[str, dict[str, Any]]]:
+        """:meth:`log_records` once ``ready`` says so (or ``timeout`` seconds have gone),
+        read again ``settle`` seconds later if that is set (what travels behind)."""
+        deadline = time.monotonic() + timeout
+        records = self.log_records()
+        while time.monotonic() < deadline and not ready(records):
+            time.sleep(0.2)
+            records = self.log_records()
+        if settle:
+            time.sleep(settle)
+            records = self.log_records()
+        return records
+
     def log_records(self) -> list[tuple[str, dict[str, Any]]]:
         """``(event name, attributes)`` of every log record received, in order."""
         with self._lock:
@@ -243,3 +345,14 @@ def serve(forward_port: int, **options: Any) -> ProgressService:
     options.setdefault("drain_timeout", 1.0)
     options.setdefault("forward_endpoint", f"127.0.0.1:{forward_port}")
     return ProgressService(ServiceConfig(**options), Config()).start()
+
+
+@contextmanager
+def serving() -> Iterator[tuple[GrpcSink, ProgressService]]:
+    """A :class:`GrpcSink` and a started ``serve`` forwarding to it (stopped at the end)."""
+    with GrpcSink() as sink:
+        service = serve(sink.port)
+        try:
+            yield sink, service
+        finally:
+            service.stop(grace=0.5)

@@ -4,7 +4,6 @@ LogsService/Export (real gRPC on 127.0.0.1, inline mode, forwarding to a real gR
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -16,11 +15,8 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
 
-from otel_progress import Config
-from otel_progress.service.options import ServiceConfig
-from otel_progress.service.server import ProgressService
-
-from ..logs.test_serve_logs import LogsSink
+from ..logs.test_serve_logs import LogsSink, _b64_ids
+from .cli_capture import serve
 
 __all__ = ["LogsSink", "scan_cli", "serve_detections"]
 
@@ -34,15 +30,6 @@ def scan_cli(path: Path) -> tuple[int, list[dict[str, Any]]]:
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
-def _b64_ids(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64_ids(v) for v in node]
-    return node
-
-
 def _attrs(record: Any) -> dict[str, Any]:
     return {kv.key: json_format.MessageToDict(kv.value) for kv in record.attributes}
 
@@ -51,8 +38,7 @@ def serve_detections(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, A
     """Send a logs capture to a fresh ``serve`` (inline, forwarding to a sink); the
     attributes of the detection records and of the records marked ``progress.detected``."""
     sink = LogsSink()
-    service = ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", drain_timeout=1.0,
-                                            forward_endpoint=f"127.0.0.1:{sink.port}"), Config()).start()
+    service = serve(sink.port)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
             stub = LogsServiceStub(channel)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +40,16 @@ from .cli_capture import (
     GOLDEN,
     UPDATE_ENV,
     Receiver,
+    brief,
+    cli_env,
     detect,
-    npm_install,
+    golden_file,
+    npm_file,
     observations,
     read_records,
-    unavailable,
+    run_cli,
+    with_cwd,
+    workspace,
     write_jsonl,
 )
 from .fake_anthropic import FakeAnthropic
@@ -93,10 +97,6 @@ EXPECTED: dict[str, list[tuple[str, int, str | None]]] = {
 }
 
 
-def brief(path: Path) -> list[tuple[str, int, str | None]]:
-    return [(d.reason.value, d.turn, d.figures.get("evidence_level")) for d in detect(path)]
-
-
 def golden(scenario: str, signal: str = "") -> Path:
     return GOLDEN / f"claude-code-{VERSION}-{scenario}{'.' + signal if signal else ''}.jsonl"
 
@@ -105,11 +105,7 @@ def _binary() -> Path:
     name = _PLATFORMS.get((platform.system(), platform.machine()))
     if name is None:
         pytest.skip(f"no Claude Code native package for {platform.system()} {platform.machine()}")
-    modules = npm_install("@anthropic-ai/claude-code", VERSION, "claude-code")
-    binary = modules / "@anthropic-ai" / f"claude-code-{name}" / "claude"
-    if not binary.exists():
-        unavailable(f"the native binary {binary} was not installed")
-    return binary
+    return npm_file("@anthropic-ai/claude-code", VERSION, "claude-code", f"@anthropic-ai/claude-code-{name}/claude")
 
 
 def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None,
@@ -118,37 +114,24 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
     test's receiver (``exporter``: OTLP settings that send them elsewhere instead)."""
     script, details = SCENARIOS[scenario]
     binary = _binary()
-    work = tmp_path / "work"
-    home = tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    (work / "notes.txt").write_text(NOTES)
-    cwd = str(work)
-    script = [[(name, {k: v.replace("{cwd}", cwd) if isinstance(v, str) else v for k, v in args.items()})
-               for name, args in turn] for turn in script]
+    work, home = workspace(tmp_path, NOTES)
+    script = with_cwd(script, str(work))
     with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.") as api:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-            "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
-            "IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
-            "OTEL_TRACES_EXPORTER": "otlp", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "OTEL_LOGS_EXPORT_INTERVAL": "500", "OTEL_BSP_SCHEDULE_DELAY": "500",
-        }
+        env = cli_env(
+            home, LANG="C.UTF-8",
+            ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-not-a-key",
+            IS_SANDBOX="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            CLAUDE_CODE_ENABLE_TELEMETRY="1", OTEL_LOGS_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
+            OTEL_TRACES_EXPORTER="otlp", CLAUDE_CODE_ENHANCED_TELEMETRY_BETA="1",
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/json", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+            OTEL_LOGS_EXPORT_INTERVAL="500", OTEL_BSP_SCHEDULE_DELAY="500",
+        )
         if details:
             env["OTEL_LOG_TOOL_DETAILS"] = "1"
             env["OTEL_LOG_TOOL_CONTENT"] = "1"
         env.update(exporter or {})
-        try:
-            done = subprocess.run(
-                [str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
-                 "--dangerously-skip-permissions"],
-                cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
-        except subprocess.TimeoutExpired:
-            pytest.fail("claude -p did not finish within 120 s")
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert '"subtype":"success"' in done.stdout
+        run_cli([str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
+                 "--dangerously-skip-permissions"], cwd=work, env=env, timeout=120, expect='"subtype":"success"')
         return list(receiver.requests["logs"]), list(receiver.requests["traces"]), api
 
 
@@ -185,10 +168,7 @@ def test_real_cli_capture_has_what_the_reader_relies_on(scenario: str, tmp_path:
 
 
 def _golden(scenario: str) -> Path:
-    path = golden(scenario)
-    if not path.exists():
-        pytest.fail(f"{path.name} is missing: run with {UPDATE_ENV}=1 where the CLI can be installed")
-    return path
+    return golden_file(golden(scenario).name)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

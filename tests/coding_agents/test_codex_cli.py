@@ -17,7 +17,6 @@ detection). The captures are kept as golden files
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -31,14 +30,18 @@ from .cli_capture import (
     GOLDEN,
     UPDATE_ENV,
     Receiver,
+    assert_slim_detects_the_same,
+    cli_env,
+    common_keys,
     detect,
-    npm_install,
+    golden_file,
+    npm_file,
     observations,
-    read_records,
+    run_cli,
     same_detections,
     scan_detections,
     slim,
-    unavailable,
+    workspace,
     write_jsonl,
 )
 from .fake_openai_responses import FakeResponsesAPI, Step
@@ -77,28 +80,18 @@ SCENARIOS: dict[str, list[Step]] = {
 }
 
 
+TOOL_RESULT = "codex.tool_result"
 #: The ``codex.tool_result`` attributes the reader relies on.
 READ_KEYS = frozenset({"tool_name", "call_id", "arguments", "success", "output", "duration_ms",
                        "conversation.id", "event.timestamp"})
-
-
-def tool_result_keys(path: Path) -> set[str]:
-    """The attribute keys every ``codex.tool_result`` record of a logs file has."""
-    keys = [set(r.attributes) for r in read_records(path) if r.event_name == "codex.tool_result"]
-    assert keys, f"no codex.tool_result in {path.name}"
-    return set.intersection(*keys)
 
 
 def _binary() -> Path:
     triple = _TRIPLES.get((platform.system(), platform.machine()))
     if triple is None:
         pytest.skip(f"no Codex CLI binary for {platform.system()} {platform.machine()} in this test")
-    modules = npm_install("@openai/codex", VERSION, "codex")
     package, target = triple
-    binary = modules / "@openai" / f"codex-{package}" / "vendor" / target / "bin" / "codex"
-    if not binary.exists():
-        unavailable(f"the Codex CLI package has no native binary at {binary}")
-    return binary
+    return npm_file("@openai/codex", VERSION, "codex", f"@openai/codex-{package}/vendor/{target}/bin/codex")
 
 
 def _config(api: FakeResponsesAPI, exporter: str) -> str:
@@ -129,20 +122,13 @@ def grpc_exporter(endpoint: str) -> str:
 def run_codex(scenario: str, tmp: Path, exporter: str) -> None:
     """Run the scenario with the real CLI, its logs exported as ``exporter`` says."""
     binary = _binary()
-    home, work = tmp / "codex-home", tmp / "work"
-    home.mkdir()
-    work.mkdir()
-    (work / "notes.txt").write_text("alpha\nbeta\n")
+    work, home = workspace(tmp, "alpha\nbeta\n", home="codex-home")
     with FakeResponsesAPI(SCENARIOS[scenario]) as api:
         (home / "config.toml").write_text(_config(api, exporter))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "CODEX_HOME": str(home),
-               "SCRIPTED_API_KEY": "not-a-key", "NO_COLOR": "1"}
-        done = subprocess.run(
-            [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json",
-             "-C", str(work), "Read notes.txt and act on it."],
-            env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert '"turn.completed"' in done.stdout, done.stdout[-2000:]
+        env = cli_env(tmp, CODEX_HOME=str(home), SCRIPTED_API_KEY="not-a-key", NO_COLOR="1")
+        run_cli([str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                 "--json", "-C", str(work), "Read notes.txt and act on it."],
+                env=env, timeout=180, stdin=subprocess.DEVNULL, expect='"turn.completed"')
 
 
 def capture(scenario: str, tmp: Path) -> Path:
@@ -205,21 +191,16 @@ def check_scenario(scenario: str, path: Path) -> None:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_golden_capture(scenario: str) -> None:
-    path = GOLDEN / f"codex-{VERSION}-{scenario}.jsonl"
-    assert path.exists(), f"{path.name} is missing: run with {UPDATE_ENV}=1 and the CLI installed"
-    check_scenario(scenario, path)
+    check_scenario(scenario, golden_file(f"codex-{VERSION}-{scenario}.jsonl"))
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_real_cli(scenario: str, tmp_path: Path) -> None:
     path = capture(scenario, tmp_path)
     check_scenario(scenario, path)
-    # a golden file (long unread attributes shortened) gives what the full capture gives
-    slimmed = tmp_path / "slim.jsonl"
-    write_jsonl(slimmed, slim(json.loads(line) for line in path.read_text().splitlines()))
-    assert detect(slimmed) == detect(path)
+    assert_slim_detects_the_same(path, tmp_path)
     # the golden file still has every attribute the reader relies on, as the CLI does
-    assert tool_result_keys(path) >= READ_KEYS
+    assert common_keys(path, TOOL_RESULT) >= READ_KEYS
     golden = GOLDEN / path.name
     if golden.exists():
-        assert tool_result_keys(golden) >= READ_KEYS
+        assert common_keys(golden, TOOL_RESULT) >= READ_KEYS

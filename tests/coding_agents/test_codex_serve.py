@@ -6,20 +6,10 @@ the offending ``codex.tool_result`` record; the healthy run arrives unannotated.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from .cli_capture import GrpcSink, serve
+from .cli_capture import serving
 from .test_codex_cli import grpc_exporter, run_codex
-
-
-def _wait(sink: GrpcSink, ready: object, timeout: float = 20.0) -> list[tuple[str, dict]]:
-    deadline = time.monotonic() + timeout
-    records = sink.log_records()
-    while time.monotonic() < deadline and not ready(records):  # type: ignore[operator]
-        time.sleep(0.2)
-        records = sink.log_records()
-    return records
 
 
 def _tool_results(records: list[tuple[str, dict]]) -> list[dict]:
@@ -27,14 +17,9 @@ def _tool_results(records: list[tuple[str, dict]]) -> list[dict]:
 
 
 def test_the_loop_is_annotated_by_the_service(tmp_path: Path) -> None:
-    with GrpcSink() as sink:
-        service = serve(sink.port)
-        try:
-            run_codex("loop", tmp_path, grpc_exporter(f"127.0.0.1:{service.port}"))
-            records = _wait(sink, lambda r: len(_tool_results(r)) >= 6
-                            and any(n == "progress.no_progress" for n, _ in r))
-        finally:
-            service.stop(grace=0.5)
+    with serving() as (sink, service):
+        run_codex("loop", tmp_path, grpc_exporter(f"127.0.0.1:{service.port}"))
+        records = sink.wait(lambda r: len(_tool_results(r)) >= 6 and any(n == "progress.no_progress" for n, _ in r))
     assert len(_tool_results(records)) == 6, "every record forwarded"
     events = [a for name, a in records if name == "progress.no_progress"]
     assert events, "a detection record"
@@ -47,15 +32,10 @@ def test_the_loop_is_annotated_by_the_service(tmp_path: Path) -> None:
 
 
 def test_the_healthy_run_is_forwarded_unannotated(tmp_path: Path) -> None:
-    with GrpcSink() as sink:
-        service = serve(sink.port)
-        try:
-            run_codex("healthy", tmp_path, grpc_exporter(f"127.0.0.1:{service.port}"))
-            records = _wait(sink, lambda r: len(_tool_results(r)) >= 5)
-            time.sleep(1.0)  # a late detection would have arrived by now
-            records = sink.log_records()
-        finally:
-            service.stop(grace=0.5)
+    with serving() as (sink, service):
+        run_codex("healthy", tmp_path, grpc_exporter(f"127.0.0.1:{service.port}"))
+        # settle: a late detection would have arrived by then
+        records = sink.wait(lambda r: len(_tool_results(r)) >= 5, settle=1.0)
     assert len(_tool_results(records)) == 5
     assert not any(name.startswith("progress.") for name, _ in records)
     assert not any("progress.detected" in a for a in _tool_results(records))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -31,14 +30,19 @@ from .cli_capture import (
     GOLDEN,
     UPDATE_ENV,
     Receiver,
+    assert_slim_detects_the_same,
+    cli_env,
+    common_keys,
     detect,
-    npm_install,
+    golden_file,
+    node,
+    npm_file,
     observations,
-    read_records,
+    run_cli,
     same_detections,
     scan_detections,
     slim,
-    unavailable,
+    workspace,
     write_jsonl,
 )
 from .fake_gemini import FakeGeminiAPI, Step
@@ -71,36 +75,22 @@ SCENARIOS: dict[str, list[Step]] = {
 
 #: Scenarios run with ``logPrompts: false`` (no arguments in the logs, no content in the spans).
 NO_PROMPTS = frozenset({"edits-no-prompts"})
+TOOL_CALL = "gemini_cli.tool_call"
 #: The ``gemini_cli.tool_call`` attributes the reader relies on.
 READ_KEYS = frozenset({"function_name", "function_args", "success", "prompt_id", "content_length", "duration_ms",
                        "session.id", "event.timestamp"})
 
 
-def tool_call_keys(path: Path) -> set[str]:
-    """The attribute keys every ``gemini_cli.tool_call`` record of a logs file has."""
-    keys = [set(r.attributes) for r in read_records(path) if r.event_name == "gemini_cli.tool_call"]
-    assert keys, f"no gemini_cli.tool_call in {path.name}"
-    return set.intersection(*keys)
-
-
 def _entry() -> tuple[str, Path]:
-    node = shutil.which("node")
-    if node is None:
-        unavailable("node is needed to run the Gemini CLI")
-    entry = npm_install("@google/gemini-cli", VERSION, "gemini-cli") / "@google" / "gemini-cli" / "bundle" / "gemini.js"
-    if not entry.exists():
-        unavailable(f"the Gemini CLI package has no bundle at {entry}")
-    return node, entry
+    return node(), npm_file("@google/gemini-cli", VERSION, "gemini-cli", "@google/gemini-cli/bundle/gemini.js")
 
 
 def run_gemini(scenario: str, tmp: Path, endpoint: str, protocol: str = "http", traces: bool = True) -> None:
     """Run the scenario with the real CLI, its telemetry exported to ``endpoint`` over
     OTLP/HTTP (``protocol="http"``) or OTLP/gRPC (``"grpc"``)."""
-    node, entry = _entry()
-    home, work = tmp / "home", tmp / "work"
-    (home / ".gemini").mkdir(parents=True)
-    work.mkdir()
-    (work / "notes.txt").write_text("alpha\nbeta\n")
+    node_path, entry = _entry()
+    work, home = workspace(tmp, "alpha\nbeta\n")
+    (home / ".gemini").mkdir()
     with FakeGeminiAPI(SCENARIOS[scenario]) as api:
         settings = {
             "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": endpoint,
@@ -109,14 +99,10 @@ def run_gemini(scenario: str, tmp: Path, endpoint: str, protocol: str = "http", 
             "security": {"auth": {"selectedType": "gemini-api-key"}},
         }
         (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "NO_COLOR": "1",
-               "GOOGLE_GEMINI_BASE_URL": api.base_url, "GEMINI_API_KEY": "not-a-key"}
-        done = subprocess.run(
-            [node, str(entry), "-p", "Read notes.txt and act on it.", "--yolo", "--skip-trust",
-             "--output-format", "stream-json"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert '"type":"result"' in done.stdout, done.stdout[-2000:]
+        env = cli_env(home, NO_COLOR="1", GOOGLE_GEMINI_BASE_URL=api.base_url, GEMINI_API_KEY="not-a-key")
+        run_cli([node_path, str(entry), "-p", "Read notes.txt and act on it.", "--yolo", "--skip-trust",
+                 "--output-format", "stream-json"],
+                cwd=work, env=env, timeout=240, stdin=subprocess.DEVNULL, expect='"type":"result"')
 
 
 def capture(scenario: str, tmp: Path) -> tuple[Path, Path]:
@@ -174,9 +160,7 @@ def check_scenario(scenario: str, path: Path) -> None:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_golden_capture(scenario: str) -> None:
-    path = GOLDEN / f"gemini-cli-{VERSION}-{scenario}.jsonl"
-    assert path.exists(), f"{path.name} is missing: run with {UPDATE_ENV}=1 and the CLI installed"
-    check_scenario(scenario, path)
+    check_scenario(scenario, golden_file(f"gemini-cli-{VERSION}-{scenario}.jsonl"))
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -188,13 +172,10 @@ def test_real_cli(scenario: str, tmp_path: Path) -> None:
         assert not scan_detections(traces), "nothing to compare, failures not visible"
     else:
         check_traces(scenario, traces)
-    # a golden file (long unread attributes shortened) gives what the full capture gives
-    slimmed = tmp_path / "slim.jsonl"
-    write_jsonl(slimmed, slim(json.loads(line) for line in logs.read_text().splitlines()))
-    assert detect(slimmed) == detect(logs)
+    assert_slim_detects_the_same(logs, tmp_path)
     # the golden file still has every attribute the reader relies on, as the CLI does
     keys = READ_KEYS - {"function_args"} if scenario in NO_PROMPTS else READ_KEYS
-    assert tool_call_keys(logs) >= keys
+    assert common_keys(logs, TOOL_CALL) >= keys
     golden = GOLDEN / logs.name
     if golden.exists():
-        assert tool_call_keys(golden) >= keys
+        assert common_keys(golden, TOOL_CALL) >= keys

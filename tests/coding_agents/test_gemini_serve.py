@@ -9,22 +9,11 @@ trace run, see docs/coding-agents.md): the traces' detection is on the forwarded
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cli_capture import GrpcSink, serve
+from .cli_capture import GrpcSink, serving
 from .test_gemini_cli import run_gemini
-
-
-def _wait(sink: GrpcSink, ready: Callable[[list[tuple[str, dict[str, Any]]]], bool],
-          timeout: float = 20.0) -> list[tuple[str, dict[str, Any]]]:
-    deadline = time.monotonic() + timeout
-    records = sink.log_records()
-    while time.monotonic() < deadline and not ready(records):
-        time.sleep(0.2)
-        records = sink.log_records()
-    return records
 
 
 def _tool_calls(records: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -32,14 +21,9 @@ def _tool_calls(records: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any
 
 
 def test_the_failing_edit_is_annotated_by_the_service(tmp_path: Path) -> None:
-    with GrpcSink() as sink:
-        service = serve(sink.port)
-        try:
-            run_gemini("failing-edit", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=False)
-            records = _wait(sink, lambda r: len(_tool_calls(r)) >= 5
-                            and any(n == "progress.no_progress" for n, _ in r))
-        finally:
-            service.stop(grace=0.5)
+    with serving() as (sink, service):
+        run_gemini("failing-edit", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=False)
+        records = sink.wait(lambda r: len(_tool_calls(r)) >= 5 and any(n == "progress.no_progress" for n, _ in r))
     assert len(_tool_calls(records)) == 5, "every record forwarded"
     events = [a for name, a in records if name == "progress.no_progress"]
     assert [e["progress.reason"] for e in events] == ["error_recurrence"]
@@ -63,18 +47,13 @@ def _span_events(sink: GrpcSink) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def test_with_traces_the_loop_is_caught_on_the_spans_too(tmp_path: Path) -> None:
-    with GrpcSink() as sink:
-        service = serve(sink.port)
-        try:
-            run_gemini("loop", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=True)
-            records = _wait(sink, lambda r: len(_tool_calls(r)) >= 8
-                            and any(n == "progress.no_progress" for n, _ in r))
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not any(e[1] == "no_progress" for e in _span_events(sink)):
-                time.sleep(0.2)
-            spans = _span_events(sink)
-        finally:
-            service.stop(grace=0.5)
+    with serving() as (sink, service):
+        run_gemini("loop", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=True)
+        records = sink.wait(lambda r: len(_tool_calls(r)) >= 8 and any(n == "progress.no_progress" for n, _ in r))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(e[1] == "no_progress" for e in _span_events(sink)):
+            time.sleep(0.2)
+        spans = _span_events(sink)
     logged = [a for name, a in records if name == "progress.no_progress"]
     assert logged and logged[0]["progress.reason"] == "frequency"
     assert logged[0]["progress.evidence_level"] == "arguments"

@@ -26,8 +26,6 @@ the golden files their exact turns. Golden files: ``golden/qwen-code-<version>-<
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +38,16 @@ from .cli_capture import (
     GOLDEN,
     UPDATE_ENV,
     Receiver,
-    detect,
-    npm_install,
+    brief,
+    cli_env,
+    golden_file,
+    node,
+    npm_file,
     observations,
     read_records,
-    unavailable,
+    run_cli,
+    with_cwd,
+    workspace,
     write_jsonl,
 )
 from .fake_openai_chat import FakeOpenAIChat
@@ -86,55 +89,34 @@ def golden(scenario: str, signal: str = "") -> Path:
     return GOLDEN / f"qwen-code-{VERSION}-{scenario}{'.' + signal if signal else ''}.jsonl"
 
 
-def brief(path: Path) -> list[tuple[str, int, str | None]]:
-    return [(d.reason.value, d.turn, d.figures.get("evidence_level")) for d in detect(path)]
-
-
 def scan_brief(path: Path) -> list[tuple[str, int]]:
     result = scan_paths([str(path)], progress=False)
     return [(d.reason.value, d.turn) for r in result.reports for d in r.detections]
 
 
-def _cli() -> Path:
-    if shutil.which("node") is None:
-        unavailable("node is needed to run Qwen Code")
-    cli = npm_install("@qwen-code/qwen-code", VERSION, "qwen-code") / "@qwen-code" / "qwen-code" / "cli.js"
-    if not cli.exists():
-        unavailable(f"{cli} was not installed")
-    return cli
+def _cli() -> tuple[str, Path]:
+    return node(), npm_file("@qwen-code/qwen-code", VERSION, "qwen-code", "@qwen-code/qwen-code/cli.js")
 
 
 def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None,
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the CLI through one scenario; the logs and trace export requests it sent to the
     test's receiver (``exporter``: telemetry settings that send them elsewhere instead)."""
-    cli = _cli()
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    (work / "notes.txt").write_text(NOTES)
-    cwd = str(work)
-    script = [[(name, {k: v.replace("{cwd}", cwd) for k, v in args.items()}) for name, args in turn]
-              for turn in SCENARIOS[scenario]]
+    node_path, cli = _cli()
+    work, home = workspace(tmp_path, NOTES)
+    script = with_cwd(SCENARIOS[scenario], str(work))
     with Receiver() as receiver, FakeOpenAIChat(script, final_text="Finished.", model=MODEL) as api:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-            "OPENAI_API_KEY": "sk-test-not-a-key", "OPENAI_BASE_URL": api.url, "OPENAI_MODEL": MODEL,
-            "QWEN_TELEMETRY_ENABLED": "true", "QWEN_TELEMETRY_TARGET": "local",
-            "QWEN_TELEMETRY_OTLP_ENDPOINT": receiver.endpoint, "QWEN_TELEMETRY_OTLP_PROTOCOL": "http",
-            "QWEN_TELEMETRY_INCLUDE_SENSITIVE_SPAN_ATTRIBUTES": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
-        }
+        env = cli_env(
+            home, LANG="C.UTF-8",
+            OPENAI_API_KEY="sk-test-not-a-key", OPENAI_BASE_URL=api.url, OPENAI_MODEL=MODEL,
+            QWEN_TELEMETRY_ENABLED="true", QWEN_TELEMETRY_TARGET="local",
+            QWEN_TELEMETRY_OTLP_ENDPOINT=receiver.endpoint, QWEN_TELEMETRY_OTLP_PROTOCOL="http",
+            QWEN_TELEMETRY_INCLUDE_SENSITIVE_SPAN_ATTRIBUTES="true", QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
+        )
         env.update(exporter or {})
-        try:
-            done = subprocess.run(
-                ["node", str(cli), "-p", "Work on notes.txt", "--yolo", "--auth-type", "openai",
+        run_cli([node_path, str(cli), "-p", "Work on notes.txt", "--yolo", "--auth-type", "openai",
                  "--openai-base-url", api.url, "--openai-api-key", "sk-test-not-a-key", "-m", MODEL,
-                 "--output-format", "stream-json"],
-                cwd=cwd, env=env, capture_output=True, text=True, timeout=180, check=False)
-        except subprocess.TimeoutExpired:
-            pytest.fail("qwen -p did not finish within 180 s")
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert '"subtype":"success"' in done.stdout
+                 "--output-format", "stream-json"], cwd=work, env=env, timeout=180, expect='"subtype":"success"')
         assert len([r for r in api.requests if r.get("tools")]) > len(script)
         return list(receiver.requests["logs"]), list(receiver.requests["traces"])
 
@@ -171,10 +153,7 @@ def test_real_cli_capture_has_what_the_reader_relies_on(scenario: str, tmp_path:
 
 
 def _golden(scenario: str, signal: str = "") -> Path:
-    path = golden(scenario, signal)
-    if not path.exists():
-        pytest.fail(f"{path.name} is missing: run with {UPDATE_ENV}=1 where the CLI can be installed")
-    return path
+    return golden_file(golden(scenario, signal).name)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from .cli_capture import brief
 from .scan_serve import scan_cli, serve_detections
-from .test_qwen_code_cli import EXPECTED_LOGS, SCENARIOS, brief, golden
+from .test_qwen_code_cli import EXPECTED_LOGS, SCENARIOS, golden
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

@@ -6,10 +6,9 @@ edit arrives as a ``progress.no_progress`` record (``error_recurrence``,
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from .cli_capture import GrpcSink, serve
+from .cli_capture import serving
 from .test_qwen_code_cli import capture
 
 
@@ -22,17 +21,10 @@ def _tool_calls(records: list[tuple[str, dict]]) -> list[dict]:
 
 
 def _run(scenario: str, tmp_path: Path, calls: int) -> list[tuple[str, dict]]:
-    with GrpcSink() as sink:
-        service = serve(sink.port)
-        try:
-            capture(scenario, tmp_path, _grpc(service.port))
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and len(_tool_calls(sink.log_records())) < calls:
-                time.sleep(0.2)
-            time.sleep(0.5)  # the detection record travels with its batch
-            return sink.log_records()
-        finally:
-            service.stop(grace=0.5)
+    with serving() as (sink, service):
+        capture(scenario, tmp_path, _grpc(service.port))
+        # settle: the detection record travels with its batch
+        return sink.wait(lambda r: len(_tool_calls(r)) >= calls, timeout=30, settle=0.5)
 
 
 def test_the_failing_edit_is_annotated_by_the_service(tmp_path: Path) -> None:
