@@ -44,6 +44,7 @@ from otel_progress import Config, ProgressEngine
 from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
 from otel_progress.logs.adapters import event_name_of, records_from_request
 from otel_progress.model import Detection
+from otel_progress.otlp_json import _attributes, any_value
 from otel_progress.scan import scan_paths
 from otel_progress.service.options import ServiceConfig
 from otel_progress.service.server import ProgressService
@@ -180,34 +181,15 @@ def slim(requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         for resource_logs in request.get("resourceLogs", ()):
             for scope_logs in resource_logs.get("scopeLogs", ()):
                 for record in scope_logs.get("logRecords", ()):
-                    attributes = _attrs(record.get("attributes"))
-                    if event_name_of(record.get("eventName"), attributes, _value(record.get("body"))) not in read:
+                    attributes = _attributes(record.get("attributes"))
+                    if event_name_of(record.get("eventName"), attributes, any_value(record.get("body"))) not in read:
                         _slim_attributes(record.get("attributes"))
         for resource_spans in request.get("resourceSpans", ()):
             for scope_spans in resource_spans.get("scopeSpans", ()):
                 for span in scope_spans.get("spans", ()):
-                    if _attrs(span.get("attributes")).get("gen_ai.operation.name") != "tool_call":
+                    if _attributes(span.get("attributes")).get("gen_ai.operation.name") != "tool_call":
                         _slim_attributes(span.get("attributes"))
     return out
-
-
-def _value(v: Any) -> Any:
-    if not isinstance(v, dict) or not v:
-        return None
-    key, x = next(iter(v.items()))
-    if key == "intValue":
-        return int(x)
-    if key == "doubleValue":
-        return float(x)
-    if key == "arrayValue":
-        return [_value(i) for i in (x or {}).get("values", [])]
-    if key == "kvlistValue":
-        return {kv["key"]: _value(kv.get("value")) for kv in (x or {}).get("values", [])}
-    return x
-
-
-def _attrs(items: Any) -> dict[str, Any]:
-    return {kv["key"]: _value(kv.get("value")) for kv in items or ()}
 
 
 def read_records(path: Path) -> Iterator[LogRecordView]:
