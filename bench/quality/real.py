@@ -10,7 +10,6 @@ labels (``real_labels.yaml``) give otel-progress's precision.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import yaml
 
 from .baselines.base import Detector
 from .realruns import RealRun
+from .scoreboard import panels_svg
 
 __all__ = [
     "LABELS_FILE",
@@ -272,16 +272,7 @@ _SIZE = re.compile(r'<svg[^>]*?width="(\d+)" height="(\d+)"')
 
 def chart_svg(scores: Sequence[RealScore], ours_titles: Sequence[str]) -> str:
     """Three panels: passing runs flagged, failing runs flagged, calls after the first detection."""
-    row_h, top, label_w, panel_w, gap = 22, 70, 300, 230, 30
-    height = top + row_h * len(scores) + 36
-    width = label_w + 3 * panel_w + 2 * gap + 20
     most = max((s.mean_calls_after for s in scores), default=1.0) or 1.0
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-        '<text x="10" y="20" font-size="15" font-weight="bold">Loop detectors on real agent runs</text>',
-    ]
     panels = (
         ("Passing runs flagged|lower is better", lambda s: s.passing_flagged_rate,
          lambda s: f"{100 * s.passing_flagged_rate:.0f}%", 1.0),
@@ -290,25 +281,7 @@ def chart_svg(scores: Sequence[RealScore], ours_titles: Sequence[str]) -> str:
         ("Calls after the first detection|mean over flagged runs", lambda s: s.mean_calls_after,
          lambda s: f"{s.mean_calls_after:.1f}", most),
     )
-    for p, (title, value, text, scale) in enumerate(panels):
-        x0 = label_w + p * (panel_w + gap)
-        head, sub = title.split("|", 1)
-        out.append(f'<text x="{x0}" y="{top - 26}" font-size="11" font-weight="bold">{html.escape(head)}</text>')
-        out.append(f'<text x="{x0}" y="{top - 12}" font-size="10" fill="#555">{html.escape(sub)}</text>')
-        out.append(f'<line x1="{x0}" y1="{top - 6}" x2="{x0}" y2="{top + row_h * len(scores)}" stroke="#999"/>')
-        for i, s in enumerate(scores):
-            y = top + i * row_h
-            colour = "#1f77b4" if s.title in ours_titles else "#b0b0b0"
-            w = max(1.0, (panel_w - 60) * (value(s) / scale if scale else 0))
-            out.append(f'<rect x="{x0}" y="{y + 3}" width="{w:.1f}" height="{row_h - 8}" fill="{colour}"/>')
-            out.append(f'<text x="{x0 + w + 4:.1f}" y="{y + row_h - 8}" font-size="11">{html.escape(text(s))}</text>')
-    for i, s in enumerate(scores):
-        y = top + i * row_h
-        weight = "bold" if s.title in ours_titles else "normal"
-        out.append(f'<text x="{label_w - 8}" y="{y + row_h - 8}" text-anchor="end" font-weight="{weight}">'
-                   f'{html.escape(s.title.replace("**", ""))}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return panels_svg(scores, ours_titles, "Loop detectors on real agent runs", panels)
 
 
 def stack_svgs(first: str, second: str) -> str:
