@@ -15,7 +15,8 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
 
-from ..logs.test_serve_logs import LogsSink, _b64_ids
+from ..logs.conftest import b64_ids
+from ..logs.test_serve_logs import LogsSink
 from .cli_capture import serve
 
 __all__ = ["LogsSink", "scan_cli", "serve_detections"]
@@ -44,7 +45,7 @@ def serve_detections(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, A
             stub = LogsServiceStub(channel)
             for line in path.read_text().splitlines():
                 if line.strip():
-                    request = json_format.ParseDict(_b64_ids(json.loads(line)), ExportLogsServiceRequest(),
+                    request = json_format.ParseDict(b64_ids(json.loads(line)), ExportLogsServiceRequest(),
                                                     ignore_unknown_fields=True)
                     stub.Export(request, timeout=10)
         records = sink.records()

@@ -13,7 +13,7 @@ from otel_progress.logs.adapters import event_name_of, is_logs_document, records
 from otel_progress.logs.adapters_proto import records_from_proto
 from otel_progress.otlp_json import ReadProblem
 
-from .conftest import documents, golden
+from .conftest import b64_ids, documents, golden
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -72,26 +72,16 @@ def test_protobuf_gives_the_same_views_as_json() -> None:
     for name in ("codex-0.171.0-loop.jsonl", "claude-code-2.1.332-loop-details.jsonl", "gemini-cli-0.61.0-loop.jsonl"):
         for doc in documents(golden(name)):
             from_json = list(records_from_request(doc))
-            message = json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+            message = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
             from_proto = [view for *_, view in records_from_proto(message)]
             assert from_proto == from_json
-
-
-def _b64_ids(node):
-    """OTLP/JSON (hex ids) to protobuf's JSON mapping (base64 ids), for ParseDict."""
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64_ids(v) for v in node]
-    return node
 
 
 def test_protobuf_name_filter_keeps_indices() -> None:
     from otel_progress.logs import event_names
 
     for doc in documents(golden("gemini-cli-0.61.0-loop.jsonl")):
-        message = json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        message = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
         every = list(records_from_proto(message))
         known = list(records_from_proto(message, names=event_names()))
         assert known == [item for item in every if item[3].event_name in event_names()]

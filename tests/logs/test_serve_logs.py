@@ -5,7 +5,6 @@ answers as traces, a retried request annotated again and counted once."""
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from otel_progress import Config
 from otel_progress.service.options import ServiceConfig
 from otel_progress.service.server import ProgressService
 
-from .conftest import documents, golden
+from .conftest import b64_ids, documents, golden
 
 
 class LogsSink:
@@ -59,17 +58,8 @@ class LogsSink:
                     for r in sl.log_records]
 
 
-def _b64_ids(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64_ids(v) for v in node]
-    return node
-
-
 def _requests(name: str) -> list[ExportLogsServiceRequest]:
-    return [json_format.ParseDict(_b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+    return [json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
             for doc in documents(golden(name))]
 
 
