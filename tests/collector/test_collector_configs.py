@@ -22,6 +22,8 @@ CONFIG_SETS: dict[str, list[str]] = {
     "gateway-k8s.yaml": ["gateway-k8s.yaml"],
     "sink.yaml": ["sink.yaml"],
     "gateway-logs.yaml": ["gateway.yaml", "gateway-logs.yaml"],
+    "gateway-logs-dns.yaml": ["gateway-dns.yaml", "gateway-logs-dns.yaml"],
+    "gateway-logs-k8s.yaml": ["gateway-k8s.yaml", "gateway-logs-k8s.yaml"],
     "sink-logs.yaml": ["sink.yaml", "sink-logs.yaml"],
     "sink-backends.yaml": ["sink.yaml", "sink-backends.yaml"],
     "sink-tail-sampling.yaml": ["sink.yaml", "sink-backends.yaml", "sink-tail-sampling.yaml"],
@@ -39,6 +41,7 @@ SAMPLE_ENV = {
     "OTEL_PROGRESS_SAMPLING_PERCENT": "2.5",
     "OTEL_PROGRESS_SAMPLING_DECISION_WAIT": "10s",
     "OTEL_PROGRESS_SINK_TRACES_FILE": "/var/lib/otel-progress/traces.jsonl",
+    "OTEL_PROGRESS_SINK_LOGS_FILE": "/var/lib/otel-progress/logs.jsonl",
 }
 CONFIG_ENV_PREFIXES = ("OTEL_PROGRESS_", "HONEYCOMB_")
 
@@ -156,6 +159,51 @@ def test_gateway_variants_differ_only_in_resolver() -> None:
     assert k8s["k8s"]["return_hostnames"] is True
 
 
+def _resolver(lb: dict) -> dict:
+    """The resolver block as print-config shows it, without the unset (null) resolver kinds."""
+    return {k: v for k, v in lb["resolver"].items() if v is not None}
+
+
+def test_gateway_logs_variants_differ_only_in_resolver() -> None:
+    """gateway-logs-{dns,k8s}.yaml are gateway-logs.yaml with the resolver of gateway-{dns,k8s}.yaml."""
+
+    def load(name: str) -> dict:
+        return yaml.safe_load((CONFIG_DIR / name).read_text())
+
+    def without_logs_resolver(name: str) -> tuple[dict, dict]:
+        stripped = copy.deepcopy(load(name))
+        return stripped, stripped["exporters"]["load_balancing/logs"].pop("resolver")
+
+    base, static = without_logs_resolver("gateway-logs.yaml")
+    assert static == load("gateway.yaml")["exporters"]["load_balancing"]["resolver"]
+    for kind in ("dns", "k8s"):
+        other, resolver = without_logs_resolver(f"gateway-logs-{kind}.yaml")
+        assert other == base, f"gateway-logs-{kind}.yaml drifted from gateway-logs.yaml outside the resolver"
+        traces_resolver = load(f"gateway-{kind}.yaml")["exporters"]["load_balancing"]["resolver"]
+        assert resolver == traces_resolver, f"gateway-logs-{kind}.yaml: resolver differs from gateway-{kind}.yaml's"
+
+
+@pytest.mark.parametrize("kind", ["static", "dns", "k8s"])
+def test_gateway_logs_overlay_merged(otelcol_binary: str, kind: str) -> None:
+    """Merged, each gateway has one resolver per load balancer, the same for traces and logs."""
+    files = {
+        "static": ["gateway.yaml", "gateway-logs.yaml"],
+        "dns": ["gateway-dns.yaml", "gateway-logs-dns.yaml"],
+        "k8s": ["gateway-k8s.yaml", "gateway-logs-k8s.yaml"],
+    }[kind]
+    cfg = _print_config(otelcol_binary, files, SAMPLE_ENV)
+    traces_lb, logs_lb = cfg["exporters"]["load_balancing"], cfg["exporters"]["load_balancing/logs"]
+    assert list(_resolver(traces_lb)) == list(_resolver(logs_lb)) == [kind]
+    assert _resolver(logs_lb) == _resolver(traces_lb)
+    assert traces_lb["routing_key"] == "traceID"
+    assert logs_lb["routing_key"] == "attributes"
+    assert logs_lb["routing_attributes"] == ["session.id", "conversation.id"]
+    pipelines = cfg["service"]["pipelines"]
+    assert pipelines["traces"]["exporters"] == ["load_balancing"]
+    assert pipelines["logs/runs"]["exporters"] == ["load_balancing/logs"]
+    assert pipelines["logs/other"]["exporters"] == ["otlp_grpc/sink"]
+
+
 def test_sink_pipelines(otelcol_binary: str) -> None:
     cfg = _print_config(otelcol_binary, ["sink.yaml"])
     pipelines = cfg["service"]["pipelines"]
@@ -226,22 +274,36 @@ def test_build_script_reuses_cache(otelcol_binary: str) -> None:
     assert Path(otelcol_binary).parent.name == f"otelcol-{digest}"
 
 
+# What each k8s ConfigMap embeds (verbatim copies of collector-config/<key>).
+K8S_EMBEDDED = {
+    "otel-progress-gateway": {"gateway-k8s.yaml", "gateway-logs-k8s.yaml"},
+    "otel-progress-sink": {"sink.yaml", "sink-logs.yaml", "sink-backends.yaml", "sink-tail-sampling.yaml"},
+}
+
+
 def test_k8s_configmaps_embed_the_collector_configs() -> None:
-    """k8s/*.yaml ConfigMaps carry verbatim copies of gateway-k8s.yaml / sink.yaml."""
+    """k8s/*.yaml ConfigMaps carry verbatim copies of the gateway and sink configs and their logs overlays."""
     k8s_dir = CONFIG_DIR / "k8s"
-    found = 0
+    embedded: dict[str, set[str]] = {}
     for path in sorted(k8s_dir.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if not doc or doc.get("kind") != "ConfigMap":
                 continue
+            name = doc["metadata"]["name"]
             for key, text in (doc.get("data") or {}).items():
-                if (CONFIG_DIR / key).is_file():
-                    found += 1
-                    assert yaml.safe_load(text) == yaml.safe_load((CONFIG_DIR / key).read_text()), (
-                        f"{path.name}: ConfigMap {doc['metadata']['name']} key {key} "
-                        f"differs from collector-config/{key}"
-                    )
-    assert found >= 2, "expected the gateway and sink configs embedded in k8s ConfigMaps"
+                where = f"{path.name}: ConfigMap {name} key {key}"
+                assert (CONFIG_DIR / key).is_file(), f"{where} is no collector-config file"
+                embedded.setdefault(name, set()).add(key)
+                assert text == (CONFIG_DIR / key).read_text(), f"{where}: not a verbatim copy of collector-config/{key}"
+                assert yaml.safe_load(text) == yaml.safe_load((CONFIG_DIR / key).read_text()), where
+    assert embedded == K8S_EMBEDDED
+
+
+# The --config files each k8s Deployment runs (the sink's backend overlays are commented out).
+K8S_ARGS = {
+    "otel-progress-gateway": ["--config=/conf/gateway-k8s.yaml", "--config=/conf/gateway-logs-k8s.yaml"],
+    "otel-progress-sink": ["--config=/conf/sink.yaml", "--config=/conf/sink-logs.yaml"],
+}
 
 
 def _k8s_collector_deployments() -> list[tuple[str, dict, dict[str, str]]]:
@@ -282,6 +344,42 @@ def test_k8s_collector_deployments_validate(otelcol_binary: str, deployment: str
     args = [a.replace("/conf/", f"{tmp_path}/") for a in container["args"]]
     # Also the commented-out backend overlays of the sink.
     extra = [f"--config={tmp_path}/{k}" for k in ("sink-backends.yaml", "sink-tail-sampling.yaml") if k in data]
+    assert container["args"] == K8S_ARGS[deployment]
     for argv in (args, args + extra):
         proc = _run(otelcol_binary, "validate", *argv, env=_clean_env(env))
         assert proc.returncode == 0, f"{name} {argv}:\n{proc.stdout}\n{proc.stderr}"
+
+    # The merged config runs the logs pipelines, on the listeners the pod and Services expose.
+    proc = _run(otelcol_binary, "print-config", *args, env=_clean_env(env))
+    assert proc.returncode == 0, proc.stderr
+    cfg = yaml.safe_load(proc.stdout)
+    pipelines = cfg["service"]["pipelines"]
+    ports = {p["containerPort"] for p in container["ports"]}
+    grpc = cfg["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    assert grpc.startswith("0.0.0.0:") and int(grpc.rsplit(":", 1)[1]) in ports
+    for signal in ("traces", "logs"):
+        assert any(p.split("/")[0] == signal and "otlp" in v["receivers"] for p, v in pipelines.items()), signal
+    if deployment == "otel-progress-gateway":
+        lb, lb_logs = cfg["exporters"]["load_balancing"], cfg["exporters"]["load_balancing/logs"]
+        assert list(_resolver(lb_logs)) == ["k8s"] and _resolver(lb_logs) == _resolver(lb)
+        assert pipelines["logs/runs"]["exporters"] == ["load_balancing/logs"]
+    else:
+        assert pipelines["logs/archive"]["exporters"] == ["file/logs"]
+        assert cfg["exporters"]["file/logs"]["path"].startswith("/data/")
+
+
+def test_k8s_replicas_serve_logs_on_the_gateway_port() -> None:
+    """The gateway's resolvers (traces and logs) point at the port the replicas' headless Service exposes."""
+    docs = [d for d in yaml.safe_load_all((CONFIG_DIR / "k8s" / "otel-progress.yaml").read_text()) if d]
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    listen = next(v["value"] for v in container["env"] if v["name"] == "OTEL_PROGRESS_SERVE_LISTEN")
+    (gateway,) = [d for d in _k8s_collector_deployments() if d[0] == "otel-progress-gateway"]
+    env = {v["name"]: v["value"] for v in gateway[1]["env"] if "value" in v}
+    port = int(env["OTEL_PROGRESS_K8S_PORT"])
+    assert port in {p["port"] for p in svc["spec"]["ports"]}
+    assert int(listen.rsplit(":", 1)[1]) == port
+    assert env["OTEL_PROGRESS_K8S_SERVICE"] == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}"
+    for key in ("gateway-k8s.yaml", "gateway-logs-k8s.yaml"):
+        assert "OTEL_PROGRESS_K8S_PORT" in gateway[2][key] and "OTEL_PROGRESS_K8S_SERVICE" in gateway[2][key]
