@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "_common"))
 
-from scripted import SCENARIOS, FakeOpenAI, lookup_order, next_step, search_docs
+from scripted import SCENARIOS, FakeOpenAI, LocalServer, lookup_order, next_step, search_docs, send_json
 
 __all__ = ["SCENARIOS", "FakeGemini", "ScriptedOpenAI", "lookup_order", "search_docs"]
 
@@ -71,28 +70,17 @@ def _gemini_turns_done(contents: Sequence[Any]) -> int:
     return max(model, results)
 
 
-class FakeGemini:
+class FakeGemini(LocalServer):
     """The scenario's script as a Gemini API server on 127.0.0.1 (``base_url``, no path):
     one function call per reply, then the answer; ``requests`` counts the replies."""
 
     def __init__(self, scenario: str) -> None:
         self.scenario = scenario
-        self.requests = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> FakeGemini:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self.root
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         """The ``GenerateContentResponse`` for one request body."""
@@ -118,25 +106,17 @@ class FakeGemini:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 path = self.path.split("?", 1)[0]
                 if ":generateContent" not in path and ":streamGenerateContent" not in path:
-                    data = json.dumps({"error": {"message": f"fake server: no {path}"}}).encode()
-                    self.send_response(404)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    send_json(self, 404, {"error": {"message": f"fake server: no {path}"}})
                     return
-                data = json.dumps(fake.reply(body)).encode()
+                reply = fake.reply(body)
+                if ":streamGenerateContent" not in path:
+                    send_json(self, 200, reply)
+                    return
                 self.send_response(200)
-                if ":streamGenerateContent" in path:
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.end_headers()
-                    self.wfile.write(b"data: " + data + b"\n\n")
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(b"data: " + json.dumps(reply).encode() + b"\n\n")
+                self.wfile.flush()
+                self.close_connection = True
 
         return Handler

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 SCENARIOS = ("loop", "empty_search", "healthy")
 LOOP_TURNS = 8
@@ -113,14 +113,53 @@ def scenario_from_argv(argv: list[str] | None = None) -> str:
     return argv[0]
 
 
-# --- a fake OpenAI-compatible server --------------------------------------------------------
+# --- the fake model servers --------------------------------------------------------------
+
+_S = TypeVar("_S", bound="LocalServer")
+
+
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (an ephemeral port, :attr:`root`) answering with
+    the handler class :meth:`_handler` returns; a context manager. ``requests`` counts the
+    replies (a subclass adds to it)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self: _S) -> _S:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, payload: Any) -> None:
+    """Answer ``payload`` as JSON with a ``Content-Length``."""
+    data = json.dumps(payload).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def _tool_results_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") in ("tool", "function"))
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """A chat-completions server on 127.0.0.1 (``base_url``) that plays ``scenario``.
 
     Each request is answered from the number of tool results in its messages (so retries
@@ -135,22 +174,11 @@ class FakeOpenAI:
         self.scenario = scenario
         self.react = react
         self.step_of = step_of or (_observations_in if react else _tool_results_in)
-        self.requests = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"{self.root}/v1"
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         """The assistant message for one request body."""
@@ -177,7 +205,7 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if not self.path.endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"fake server: no {self.path}"}})
+                    send_json(self, 404, {"error": {"message": f"fake server: no {self.path}"}})
                     return
                 message = fake.reply(body)
                 model = body.get("model", "fake-model")
@@ -186,18 +214,10 @@ class FakeOpenAI:
                 if body.get("stream"):
                     self._stream(model, message, finish, usage)
                     return
-                self._send(200, {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion",
+                send_json(self, 200, {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion",
                                  "created": int(time.time()), "model": model,
                                  "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                                  "usage": usage})
-
-            def _send(self, code: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
             def _stream(self, model: str, message: dict[str, Any], finish: str, usage: dict[str, int]) -> None:
                 self.send_response(200)
