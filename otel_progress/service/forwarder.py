@@ -20,12 +20,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from .otlp import EXPORT_METHOD, ExportTraceServiceRequest, ExportTraceServiceResponse, retry_delay_of
 
-__all__ = ["RETRYABLE", "ForwardResult", "Forwarder", "channel_for", "split_request"]
+__all__ = ["RETRYABLE", "ForwardResult", "Forwarder", "UnaryExporter", "channel_for", "split_request"]
 
 #: Downstream codes a batch is retried for (the Collector's OTLP exporter retries these;
 #: RESOURCE_EXHAUSTED too, but only when it carries RetryInfo).
@@ -152,12 +153,16 @@ def _failure(exc: grpc.RpcError) -> ForwardResult:
     return ForwardResult(False, code or grpc.StatusCode.UNKNOWN, details or "", None, delay)
 
 
-class Forwarder:
-    """Sends raw ``ExportTraceServiceRequest`` bytes to one OTLP/gRPC endpoint."""
+class UnaryExporter:
+    """Sends raw request bytes to one unary OTLP/gRPC export method (``method``) of one
+    endpoint, answers read with ``response_type``: what :class:`Forwarder` (traces) and the
+    logs forwarder share."""
 
     def __init__(
         self,
         endpoint: str,
+        method: str,
+        response_type: Any,
         *,
         timeout: float = 4.0,
         compression: str = "gzip",
@@ -172,13 +177,8 @@ class Forwarder:
         self.headers = tuple(headers)
         self._channel = channel_for(endpoint, insecure=insecure, ca_file=ca_file, max_message_mib=max_message_mib)
         self._export = self._channel.unary_unary(
-            EXPORT_METHOD, request_serializer=_identity,
-            response_deserializer=ExportTraceServiceResponse.FromString,
+            method, request_serializer=_identity, response_deserializer=response_type.FromString,
         )
-        self._metrics = self._channel.unary_unary(
-            _METRICS_METHOD, request_serializer=_identity, response_deserializer=_identity,
-        )
-        self._closed = threading.Event()
 
     def forward(self, raw: bytes, timeout: float | None = None) -> ForwardResult:
         """Send the bytes; never raises."""
@@ -191,6 +191,32 @@ class Forwarder:
         except Exception as exc:  # e.g. the channel was closed during shutdown
             return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, f"forward failed: {exc}")
         return ForwardResult(True, grpc.StatusCode.OK, "", response)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class Forwarder(UnaryExporter):
+    """Sends raw ``ExportTraceServiceRequest`` bytes to one OTLP/gRPC endpoint."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout: float = 4.0,
+        compression: str = "gzip",
+        insecure: bool = True,
+        ca_file: str = "",
+        headers: Sequence[tuple[str, str]] = (),
+        max_message_mib: int = 64,
+    ) -> None:
+        super().__init__(endpoint, EXPORT_METHOD, ExportTraceServiceResponse, timeout=timeout,
+                         compression=compression, insecure=insecure, ca_file=ca_file, headers=headers,
+                         max_message_mib=max_message_mib)
+        self._metrics = self._channel.unary_unary(
+            _METRICS_METHOD, request_serializer=_identity, response_deserializer=_identity,
+        )
+        self._closed = threading.Event()
 
     def forward_all(self, raw: bytes, timeout: float | None = None, max_bytes: int = 0) -> ForwardResult:
         """Send the bytes as one request, or as several when they are larger than

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
@@ -47,9 +46,10 @@ from ..logs import event_names, read_log
 from ..logs.adapters_proto import records_from_proto
 from ..logs.tracker import LogRunTracker
 from ..model import Detection
-from .forwarder import ForwardResult, _failure, channel_for
+from .forwarder import UnaryExporter
 from .metrics import ServiceMetrics
 from .otlp import key_values
+from .tap import send_with_backoff
 
 __all__ = [
     "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "LogsTap", "annotate_record",
@@ -275,32 +275,14 @@ class LogsDetector:
         return len(self.tracker.runs)
 
 
-class LogsForwarder:
+class LogsForwarder(UnaryExporter):
     """Sends ``ExportLogsServiceRequest`` bytes to one OTLP/gRPC endpoint (``LogsService``)."""
 
     def __init__(self, endpoint: str, *, timeout: float = 4.0, compression: str = "gzip", insecure: bool = True,
                  ca_file: str = "", headers: Sequence[tuple[str, str]] = (), max_message_mib: int = 64) -> None:
-        self.endpoint = endpoint
-        self.timeout = timeout
-        self.compression = grpc.Compression.Gzip if compression == "gzip" else grpc.Compression.NoCompression
-        self.headers = tuple(headers)
-        self._channel = channel_for(endpoint, insecure=insecure, ca_file=ca_file, max_message_mib=max_message_mib)
-        self._export = self._channel.unary_unary(LOGS_EXPORT_METHOD, request_serializer=lambda b: b,
-                                                 response_deserializer=ExportLogsServiceResponse.FromString)
-
-    def forward(self, raw: bytes, timeout: float | None = None) -> ForwardResult:
-        """Send the bytes; never raises."""
-        deadline = self.timeout if timeout is None else max(0.05, min(self.timeout, timeout))
-        try:
-            response = self._export(raw, timeout=deadline, metadata=self.headers or None, compression=self.compression)
-        except grpc.RpcError as exc:
-            return _failure(exc)
-        except Exception as exc:  # e.g. the channel was closed during shutdown
-            return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, f"forward failed: {exc}")
-        return ForwardResult(True, grpc.StatusCode.OK, "", response)
-
-    def close(self) -> None:
-        self._channel.close()
+        super().__init__(endpoint, LOGS_EXPORT_METHOD, ExportLogsServiceResponse, timeout=timeout,
+                         compression=compression, insecure=insecure, ca_file=ca_file, headers=headers,
+                         max_message_mib=max_message_mib)
 
 
 class LogsTap:
@@ -361,18 +343,5 @@ class LogsTap:
                     self._busy -= 1
 
     def _send(self, raw: bytes, count: int) -> None:
-        start = time.monotonic()
-        delay = 0.2
-        while True:
-            result = self.forwarder.forward(raw)
-            if result.ok:
-                self.metrics.add("progress.service.tap.exported", count)
-                return
-            self.metrics.add("progress.service.tap.failures")
-            if result.permanent or time.monotonic() - start + delay > self.max_elapsed or self._stop.is_set():
-                _log.warning("otel-progress: dropping %d detection record(s): %s %s", count, result.code.name,
-                             result.message)
-                self.metrics.add("progress.service.tap.dropped", count)
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        send_with_backoff(lambda: self.forwarder.forward(raw), count, "detection record(s)", self.metrics,
+                          self.max_elapsed, self._stop)

@@ -392,6 +392,14 @@ class ProgressService:
             self._inflight -= 1
             self._inflight_bytes -= size
 
+    def _forward_timeout(self, context: grpc.ServicerContext) -> float:
+        """``forward_timeout``, shortened to end 0.25 s before the caller's deadline."""
+        remaining = context.time_remaining()
+        timeout = self.config.forward_timeout
+        if remaining is not None:
+            timeout = min(timeout, max(0.05, remaining - 0.25))
+        return timeout
+
     def _handle(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse | _Failure:
         result: BatchResult | None
         try:
@@ -419,11 +427,8 @@ class ProgressService:
                 _log.exception("otel-progress: annotating failed; forwarding the batch unannotated")
                 out = raw
         assert self._forwarder is not None
-        remaining = context.time_remaining()
-        timeout = self.config.forward_timeout
-        if remaining is not None:
-            timeout = min(timeout, max(0.05, remaining - 0.25))
-        fwd = self._forwarder.forward_all(out, timeout, self.config.forward_max_mib * 1024 * 1024)
+        fwd = self._forwarder.forward_all(out, self._forward_timeout(context),
+                                          self.config.forward_max_mib * 1024 * 1024)
         if self._downstream is not None:
             self._downstream.record(fwd.ok, fwd.code, fwd.message)
         if fwd.pieces > 1:
@@ -474,11 +479,7 @@ class ProgressService:
             if result is not None and new and self._logs_tap is not None:
                 self._logs_tap.submit(self.logs.findings_request(result.request, new), len(new))
             return ExportLogsServiceResponse()
-        remaining = context.time_remaining()
-        timeout = self.config.forward_timeout
-        if remaining is not None:
-            timeout = min(timeout, max(0.05, remaining - 0.25))
-        fwd = self._logs_forwarder.forward(out, timeout)
+        fwd = self._logs_forwarder.forward(out, self._forward_timeout(context))
         if self._downstream is not None:
             self._downstream.record(fwd.ok, fwd.code, fwd.message)
         if fwd.ok:

@@ -19,10 +19,10 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .annotate import tap_request
-from .forwarder import Forwarder
+from .forwarder import Forwarder, ForwardResult
 from .metrics import ServiceMetrics
 
-__all__ = ["MetricsPusher", "TapExporter"]
+__all__ = ["MetricsPusher", "TapExporter", "send_with_backoff"]
 
 _log = logging.getLogger(__name__)
 
@@ -95,21 +95,31 @@ class TapExporter:
 
     def _send(self, batch: list[tuple[resource_pb2.Resource, trace_pb2.Span]]) -> None:
         raw = tap_request(batch).SerializeToString()
-        start = time.monotonic()
-        delay = 0.2
-        while True:
-            result = self.forwarder.forward_all(raw)  # split when too large for the endpoint
-            if result.ok:
-                self.metrics.add("progress.service.tap.exported", len(batch))
-                return
-            self.metrics.add("progress.service.tap.failures")
-            if result.permanent or time.monotonic() - start + delay > self.max_elapsed or self._stop.is_set():
-                _log.warning("otel-progress: dropping %d annotation span(s): %s %s", len(batch),
-                             result.code.name, result.message)
-                self.metrics.add("progress.service.tap.dropped", len(batch))
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        # split when too large for the endpoint
+        send_with_backoff(lambda: self.forwarder.forward_all(raw), len(batch), "annotation span(s)", self.metrics,
+                          self.max_elapsed, self._stop)
+
+
+def send_with_backoff(forward: Callable[[], ForwardResult], count: int, what: str, metrics: ServiceMetrics,
+                      max_elapsed: float, stop: threading.Event) -> None:
+    """Call ``forward`` until it succeeds (``progress.service.tap.exported``: ``count``),
+    retrying a retryable failure with exponential backoff (0.2 s doubling, at most 5 s) for up
+    to ``max_elapsed`` seconds; a permanent failure, the time running out or ``stop`` drops
+    the ``count`` items (``what``, for the warning; ``progress.service.tap.dropped``)."""
+    start = time.monotonic()
+    delay = 0.2
+    while True:
+        result = forward()
+        if result.ok:
+            metrics.add("progress.service.tap.exported", count)
+            return
+        metrics.add("progress.service.tap.failures")
+        if result.permanent or time.monotonic() - start + delay > max_elapsed or stop.is_set():
+            _log.warning("otel-progress: dropping %d %s: %s %s", count, what, result.code.name, result.message)
+            metrics.add("progress.service.tap.dropped", count)
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 class MetricsPusher:
