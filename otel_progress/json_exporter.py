@@ -8,41 +8,20 @@ example; also re-exported from :mod:`otel_progress.demo`.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import IO, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .otlp_json import encode_attributes
+
 __all__ = ["OtlpJsonFileExporter"]
 
-
-
-def _any_value(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, str):
-        return {"stringValue": value}
-    if isinstance(value, (bytes, bytearray)):
-        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Mapping):
-        return {"kvlistValue": {"values": _key_values(value)}}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
-def _key_values(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return [{"key": str(k), "value": _any_value(v)} for k, v in (attributes or {}).items()]
 
 
 def _span_json(span: ReadableSpan) -> dict[str, Any]:
@@ -54,7 +33,7 @@ def _span_json(span: ReadableSpan) -> dict[str, Any]:
         "kind": int(span.kind.value) + 1,  # the SDK's INTERNAL is 0, OTLP's is 1
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
-        "attributes": _key_values(span.attributes),
+        "attributes": encode_attributes(span.attributes),
         "status": {"code": int(span.status.status_code.value)},
     }
     if span.parent is not None:
@@ -63,13 +42,13 @@ def _span_json(span: ReadableSpan) -> dict[str, Any]:
         out["status"]["message"] = span.status.description
     if span.events:
         out["events"] = [
-            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _key_values(e.attributes)}
+            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": encode_attributes(e.attributes)}
             for e in span.events
         ]
     if span.links:
         out["links"] = [
             {"traceId": format(link.context.trace_id, "032x"), "spanId": format(link.context.span_id, "016x"),
-             "attributes": _key_values(link.attributes)}
+             "attributes": encode_attributes(link.attributes)}
             for link in span.links
         ]
     return out
@@ -98,7 +77,7 @@ class OtlpJsonFileExporter(SpanExporter):
         by_resource: dict[int, dict[str, Any]] = {}
         for (rid, _, _), (resource, scope, items) in groups.items():
             entry = by_resource.setdefault(rid, {
-                "resource": {"attributes": _key_values(resource.attributes if resource else {})},
+                "resource": {"attributes": encode_attributes(resource.attributes if resource else {})},
                 "scopeSpans": [],
             })
             scope_json: dict[str, Any] = {"name": getattr(scope, "name", "") or ""}

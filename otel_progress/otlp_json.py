@@ -27,6 +27,8 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "ReadProblem",
     "any_value",
+    "encode_any_value",
+    "encode_attributes",
     "iter_documents",
     "open_input",
     "spans_from_request",
@@ -171,6 +173,32 @@ def _attributes(items: Any) -> dict[str, Any]:
         if isinstance(item, Mapping) and isinstance(item.get("key"), str):
             out[item["key"]] = any_value(item.get("value"))
     return out
+
+
+def encode_any_value(value: Any) -> dict[str, Any]:
+    """A Python value as an OTLP/JSON ``AnyValue`` (64-bit integers as strings, bytes as
+    base64, mappings as ``kvlistValue``, lists and tuples as ``arrayValue``, anything else
+    as its ``str``): the reverse of :func:`any_value`."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {"kvlistValue": {"values": encode_attributes(value)}}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [encode_any_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def encode_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A mapping as an OTLP/JSON attribute list (``{"key", "value"}`` objects)."""
+    return [{"key": str(k), "value": encode_any_value(v)} for k, v in (attributes or {}).items()]
 
 
 def _list(value: Any) -> list[Any]:

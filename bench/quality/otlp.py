@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_progress.otlp_json import encode_attributes
+
 from .corpus import Call, Run, Step
 
 __all__ = ["CONVENTIONS", "GeneratedTrace", "build_trace", "write_traces"]
@@ -64,20 +66,8 @@ def _hex(text: str, size: int) -> str:
     return hashlib.blake2b(text.encode(), digest_size=size).hexdigest()
 
 
-def _value(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
 def _attrs(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in attrs.items() if v is not None]
+    return encode_attributes({k: v for k, v in attrs.items() if v is not None})
 
 
 class _Builder:
