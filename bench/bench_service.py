@@ -267,6 +267,12 @@ def _measure(target: str, sink: int, opts: argparse.Namespace) -> dict[str, Any]
         out, _ = client.communicate(timeout=opts.seconds + opts.warmup + 300)
         return json.loads(out.strip().splitlines()[-1])
     finally:
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 15 s; nothing if it already ended."""
+    if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(15)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_service import free_port, wait_port  # noqa: E402
+from bench.bench_service import free_port, stop_process, wait_port  # noqa: E402
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 T0 = 1_700_000_000_000_000_000
@@ -137,16 +136,6 @@ def _spawn(args: list[str], tree: Path = REPO, **kw: Any) -> subprocess.Popen[st
     return subprocess.Popen([sys.executable, *args], env=env, text=True, cwd=tree, **kw)
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 class Service:
     """``otel-progress serve`` from ``tree`` as a subprocess, forwarding to ``sink``."""
 
@@ -186,7 +175,7 @@ class Service:
         return total
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop_process(self.proc)
 
 
 def _channel(port: int) -> tuple[Any, Any]:
@@ -339,7 +328,7 @@ def main() -> int:
                       f" {next((r[1] for r in bounded if r[0] >= free[-1][0]), bounded[-1][1]):.0f} MiB;"
                       f" peak {peak_free:.0f} vs {peak:.0f} MiB ({peak_free / peak:.2f}x)")
     finally:
-        _stop(sink_proc)
+        stop_process(sink_proc)
     return 0
 
 
