@@ -101,7 +101,8 @@ def golden(scenario: str, signal: str = "") -> Path:
     return GOLDEN / f"claude-code-{VERSION}-{scenario}{'.' + signal if signal else ''}.jsonl"
 
 
-def _binary() -> Path:
+def claude_binary() -> Path:
+    """The real Claude Code native binary (installed from npm once, cached)."""
     name = _PLATFORMS.get((platform.system(), platform.machine()))
     if name is None:
         pytest.skip(f"no Claude Code native package for {platform.system()} {platform.machine()}")
@@ -113,7 +114,7 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
     """Run the CLI through one scenario; the logs and trace export requests it sent to the
     test's receiver (``exporter``: OTLP settings that send them elsewhere instead)."""
     script, details = SCENARIOS[scenario]
-    binary = _binary()
+    binary = claude_binary()
     work, home = workspace(tmp_path, NOTES)
     script = with_cwd(script, str(work))
     with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.") as api:

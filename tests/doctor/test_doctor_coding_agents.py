@@ -8,14 +8,11 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from otel_progress.doctor.coding_agents import agent_findings, agent_statuses
+from tests.coding_agents.test_claude_code_cli import claude_binary
 
 from .conftest import clean_env, doctor
 
-CLAUDE_CACHE = (Path.home() / ".cache/otel-progress/npm/claude-code-2.1.332/node_modules/@anthropic-ai"
-                / "claude-code-linux-x64/claude")
 BASE = {"PATH": "/usr/bin:/bin"}
 CLAUDE_ON = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp"}
 
@@ -50,9 +47,8 @@ def test_findings_only_for_configured_agents_that_lose_evidence() -> None:
 
 
 def test_an_installed_but_unconfigured_cli_is_listed_without_a_finding(tmp_path: Path) -> None:
-    if not CLAUDE_CACHE.exists():
-        pytest.skip(f"the Claude Code binary is not cached at {CLAUDE_CACHE} (test_claude_code_cli.py installs it)")
-    (tmp_path / "claude").symlink_to(CLAUDE_CACHE)
+    # the real CLI, installed from npm (once, cached) by the coding-agent tests' installer
+    (tmp_path / "claude").symlink_to(claude_binary())
     statuses = agent_statuses({"PATH": f"{tmp_path}{os.pathsep}/usr/bin"})
     assert [(s.agent, s.level, s.installed, s.configured) for s in statuses] == [("Claude Code", "off", True, False)]
     assert agent_findings(statuses) == []
