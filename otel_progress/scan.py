@@ -10,23 +10,25 @@ run is reported like a trace, under its run key.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import IO, Any, TextIO
 
-from .analyse import TraceReport, analyse_trace, run_rows
-from .assemble import AssembledTrace, TraceAssembler
+from .analyse import TraceReport, run_rows
 from .config import Config, ConfigError
 from .conventions import is_group_key
 from .engine import ProgressEngine
 from .logs.adapters import is_logs_document, records_from_request
-from .logs.tracker import LogRunTracker, RunEnd
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
-from .spans import SpanRecord
+from .runs.assembly import AssembledTrace, TraceAssembler
+from .runs.groups import HeldGroups
+from .runs.logruns import LogRunTracker, RunEnd
+from .runs.model import RunModel
+from .runs.replay import replay_trace
 
 __all__ = [
     "EXIT_CLEAN",
@@ -88,16 +90,24 @@ class _Progress:
 
 
 class _Counting:
-    """Wraps a byte stream to count what was read (for the progress bar)."""
+    """Wraps a byte stream to count what was read (for the progress bar), and to copy it
+    (``copy``: stdin, for a second reading)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], copy: IO[bytes] | None = None) -> None:
         self.stream = stream
+        self.copy = copy
         self.count = 0
 
     def readline(self, size: int = -1) -> bytes:
         line = self.stream.readline(size)
         self.count += len(line)
+        if self.copy is not None:
+            self.copy.write(line)
         return line
+
+    def close(self) -> None:
+        if self.copy is not None:
+            self.copy.close()
 
 
 #: Problems of one kind shown per input file; the rest are counted (``ScanResult.hidden``).
@@ -154,21 +164,26 @@ _KINDS = {
 
 
 class _Scan:
-    """One scan in progress: reading, assembling traces and analysing each when complete."""
+    """One scan in progress: reading, assembling traces and analysing each when complete
+    (the scan's driver of the run model: :mod:`otel_progress.runs`)."""
 
     def __init__(self, engine: ProgressEngine, result: ScanResult, bar: _Progress, max_document_bytes: int,
                  max_held_spans: int) -> None:
         self.engine = engine
+        self.model = RunModel(engine)
         self.result = result
         self.bar = bar
         self.max_document_bytes = max_document_bytes
+        self.max_held_spans = max_held_spans
         self.assembler = TraceAssembler(max_held_spans=max_held_spans)
-        self.ordered: list[tuple[int, int, TraceReport]] = []
+        self.groups = HeldGroups(self.model, max_calls=max_held_spans)
+        # report id -> (sort key, report): a trace analysed again replaces its report
+        self.reports: dict[str, tuple[tuple[int, int, str], TraceReport]] = {}
         self.analysed = 0  # spans that went into the analysis
-        self.group_spans: dict[str, str] = {}
-        self.logs = LogRunTracker(engine)
+        self.logs = LogRunTracker(self.model)
         self.log_detections: dict[str, list[Any]] = {}
         self.log_index = 0
+        self.copies: dict[str, str] = {}  # source -> a file to read it again from (stdin's copy)
 
     def read(self, path: str) -> None:
         result = self.result
@@ -179,7 +194,7 @@ class _Scan:
             result.problem(ReadProblem(source, 0, f"cannot open: {exc.strerror or exc}"), "open")
             result.unreadable = True
             return
-        counting = _Counting(stream)
+        counting = _Counting(stream, self._copy(source) if path == "-" else None)
         documents = 0
         failed = False
         before = 0
@@ -190,37 +205,34 @@ class _Scan:
                     result.problem(item, "json")
                     continue
                 line, doc = item
-                problems: list[ReadProblem] = []
+                spans = 0
                 if is_logs_document(doc):
-                    if self._add_logs(doc, source, line):
-                        documents += 1
-                    self.bar.advance(counting.count - before, 0)
-                    before = counting.count
-                    if "resourceSpans" not in doc and "resource_spans" not in doc:
-                        continue  # logs only; a document holding both goes on to its spans
-                try:
-                    spans = list(spans_from_request(doc, problems, source=source, line=line))
-                except (ValueError, TypeError) as exc:
-                    result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
-                    continue
-                for problem in problems:
-                    result.problem(problem, "id")
-                documents += 1
-                self._add(spans, source, line)
-                self.bar.advance(counting.count - before, len(spans))
+                    documents += self._add_logs(doc, source, line)
+                if not is_logs_document(doc) or "resourceSpans" in doc or "resource_spans" in doc:
+                    read = self._add_spans(doc, source, line)
+                    documents += read >= 0
+                    spans = max(read, 0)
+                self.bar.advance(counting.count - before, spans)
                 before = counting.count
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
             result.problem(ReadProblem(source, 0, f"read error: {exc}; the rest of the file is skipped"), "read")
             result.unreadable = failed = True
         finally:
+            counting.close()
             if path != "-":
                 stream.close()
         if documents == 0 and not failed:
             result.problem(ReadProblem(source, 0, "no OTLP/JSON trace or logs data found"), "empty")
             result.unreadable = True
 
+    def _copy(self, source: str) -> IO[bytes]:
+        """A temporary copy of what is read from stdin, to read late traces again from."""
+        copy = tempfile.NamedTemporaryFile(prefix="otel-progress-scan-", suffix=".stdin", delete=False)  # noqa: SIM115
+        self.copies[source] = copy.name
+        return copy
+
     def _add_logs(self, doc: Any, source: str, line: int) -> bool:
-        """Feed one logs document's records to the log tracker; False if it was unreadable."""
+        """Feed one logs document's records to the log runs; False if it was unreadable."""
         result = self.result
         problems: list[ReadProblem] = []
         try:
@@ -249,10 +261,19 @@ class _Scan:
             report.tool_calls = end.summary.turns
         self.analysed += 1
         self.result.log_runs.add(key)
-        self.ordered.append((end.run.first_ns, len(self.ordered), report))
+        self.reports[f"{key}\x00{len(self.reports)}"] = ((end.run.first_ns, 1, key), report)
 
-    def _add(self, spans: list[SpanRecord], source: str, line: int) -> None:
+    def _add_spans(self, doc: Any, source: str, line: int) -> int:
+        """Assemble one trace document's spans; the number read (-1: unreadable)."""
         result = self.result
+        problems: list[ReadProblem] = []
+        try:
+            spans = list(spans_from_request(doc, problems, source=source, line=line))
+        except (ValueError, TypeError) as exc:
+            result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
+            return -1
+        for problem in problems:
+            result.problem(problem, "id")
         add = self.assembler.add
         for span in spans:
             if span.trace_id and span.span_id:
@@ -266,13 +287,21 @@ class _Scan:
             result.held_peak = self.assembler.held_spans
         for trace in self.assembler.end_document():
             self._analyse(trace)
+        return len(spans)
 
     def finish(self) -> None:
         for trace in self.assembler.finish():
             self._analyse(trace)
-        self._end_groups()
+        self._read_late_traces_again()
         for end in self.logs.finish():
             self._log_report(end)
+        self._end_groups()
+        self._one_report_per_loop()
+        self._summary_problems()
+        result = self.result
+        result.reports = [rep for _, rep in sorted(self.reports.values(), key=lambda t: t[0])]
+
+    def _summary_problems(self) -> None:
         result = self.result
         a = self.assembler
         if a.duplicates:
@@ -282,6 +311,10 @@ class _Scan:
             result.problem(ReadProblem("scan", 0, f"{a.incomplete:,} trace(s) analysed before their root span was"
                                                   " read: more spans were held at once than the limit"
                                                   " (--max-held-spans)"), "summary")
+        if a.late:
+            result.problem(ReadProblem("scan", 0, f"{len(a.late):,} trace(s) had spans arriving after the trace was"
+                                                  " analysed; their lines were read again and each was analysed"
+                                                  " whole"), "summary")
         if result.log_records and not result.log_runs:
             result.problem(ReadProblem("scan", 0, f"none of the {result.log_records:,} log record(s) read is an"
                                                   " event a coding-agent reader knows (see docs/logs.md)"), "summary")
@@ -289,47 +322,79 @@ class _Scan:
             result.problem(ReadProblem("scan", 0, f"none of the {result.spans:,} span(s) read could be analysed"),
                            "summary")
             result.unreadable = True
+        cap = self.engine.config.max_runs
+        if self.logs.runs_evicted:
+            result.problem(ReadProblem("scan", 0, f"{self.logs.runs_evicted:,} log run(s) ended early: more runs were"
+                                                  f" open at once than max_runs ({cap:,}); each was analysed up to"
+                                                  " then and its later records as a new run"), "summary")
         stats = self.engine.stats
         if stats.runs_evicted:
-            cap = self.engine.config.max_runs
             result.problem(ReadProblem("scan", 0, f"{stats.runs_evicted:,} run(s) dropped unfinished: more runs"
                                                   f" were open at once than max_runs ({cap:,})"), "summary")
-        self.ordered.sort(key=lambda t: (t[0], t[1]))
-        result.reports = [rep for _, _, rep in self.ordered]
+
+    def _read_late_traces_again(self) -> None:
+        """Traces that received spans after they were analysed: read the lines that held
+        their spans again, assemble them whole and analyse each again (its report
+        replaces the first one). Bounded by the held-spans limit like the first reading."""
+        late = self.assembler.late
+        if not late:
+            return
+        again = TraceAssembler(grace_seconds=float("inf"), max_held_spans=self.max_held_spans)
+        for source, lines in self.assembler.late_lines().items():
+            path = self.copies.get(source, source)
+            try:
+                stream, _ = open_input(path)
+            except OSError:
+                continue
+            try:
+                for item in iter_documents(stream, source, max_document_bytes=self.max_document_bytes):
+                    if isinstance(item, ReadProblem) or item[0] not in lines:
+                        continue
+                    try:
+                        spans = list(spans_from_request(item[1]))
+                    except (ValueError, TypeError):
+                        continue
+                    for span in spans:
+                        if span.trace_id in late and span.span_id:
+                            again.add(span, source, item[0])
+                    for trace in again.end_document():
+                        self._analyse(trace, again=True)
+            except (OSError, EOFError):
+                pass
+            finally:
+                stream.close()
+        for trace in again.finish():
+            self._analyse(trace, again=True)
 
     def _end_groups(self) -> None:
-        """End the client runs of root tool calls (runs that span traces, keyed by what
-        the calls share): one report per run, under its group key."""
-        groups: dict[str, list[Any]] = {}
-        for _, _, rep in sorted(self.ordered, key=lambda t: (t[0], t[1])):
-            for key, dets in rep.groups.items():
-                groups.setdefault(key, []).extend(dets)
-        for key in sorted(groups):
-            report = TraceReport(key, detections=list(groups[key]))
-            for summary in self.engine.end_trace(key):
-                report.detections.extend(
-                    dataclasses.replace(d, trace_id=self.group_spans.get(d.span_id, d.trace_id))
-                    for d in summary.detections_list)
-                if summary.turns or summary.detections:
-                    report.runs.append(summary)
+        """End the grouped runs of root tool calls (runs that span traces, keyed by the
+        conversation or session they name): one report per run, under its group key."""
+        for key, dets, summaries in self.groups.finish():
+            report = TraceReport(key, detections=dets, runs=[s for s in summaries if s.turns or s.detections])
             if report.runs or report.detections:
-                self.ordered.append((max(t[0] for t in self.ordered) + 1, len(self.ordered), report))
+                self.reports[key] = ((1 << 62, 2, key), report)
 
-    def _analyse(self, trace: AssembledTrace) -> None:
+    def _one_report_per_loop(self) -> None:
+        """Of one agent session's logs and traces, only the richer signal's detections."""
+        model = self.model
+        for _, report in self.reports.values():
+            if not is_group_key(report.trace_id):
+                report.detections = model.reported(report.detections)
+
+    def _analyse(self, trace: AssembledTrace, again: bool = False) -> None:
         spans = list(trace.spans.values())
-        report = analyse_trace(spans, self.engine)
-        self.analysed += len(spans) - len(report.skipped)
-        if report.groups:  # the real trace of each root tool call, for detections at the group's end
-            self.group_spans.update((s.span_id, s.trace_id) for s in spans if not s.parent_id)
-        for span_id, why in report.skipped:
-            self.result.problem(ReadProblem(trace.source, trace.lines.get(span_id, 0),
-                                            f"span {span_id} of trace {trace.trace_id} could not be read ({why});"
-                                            " skipped"), "span")
+        report = replay_trace(spans, self.model, group=self.groups.add)
+        if not again:
+            self.analysed += len(spans) - len(report.skipped)
+            for span_id, why in report.skipped:
+                self.result.problem(ReadProblem(trace.source, trace.lines.get(span_id, 0),
+                                                f"span {span_id} of trace {trace.trace_id} could not be read ({why});"
+                                                " skipped"), "span")
         if self.result.timelines is not None:
             from .report import trace_timelines
 
             self.result.timelines.update(trace_timelines(trace.trace_id, spans))
-        self.ordered.append((trace.start_ns, trace.order, report))
+        self.reports[trace.trace_id] = ((trace.start_ns, 0, trace.trace_id), report)
 
 
 def scan_paths(
@@ -357,9 +422,14 @@ def scan_paths(
     show = progress if progress is not None else (total >= _PROGRESS_MIN_BYTES and err.isatty())
     bar = _Progress(total, err, bool(show))
     scan = _Scan(ProgressEngine(config or Config()), result, bar, max_document_bytes, max_held_spans)
-    for path in paths:
-        scan.read(path)
-    scan.finish()
+    try:
+        for path in paths:
+            scan.read(path)
+        scan.finish()
+    finally:
+        for copy in scan.copies.values():
+            with contextlib.suppress(OSError):
+                os.unlink(copy)
     bar.close()
     return result
 

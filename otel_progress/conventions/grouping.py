@@ -1,28 +1,33 @@
-"""Runs without an agent span: consecutive tool calls of one client grouped into one run.
+"""Runs without an agent span: the calls of one conversation grouped into one run, and
+never the calls of strangers.
 
 An MCP client, a script calling tools directly, or OpenLLMetry's MCP instrumentation (each
 ``call_tool`` a root span of its own trace) leave every tool call alone in its trace, so a
-run by trace would never see a second call. A tool span that is the root of its trace (no
-parent span) is therefore put in the run of what it shares with the calls before it, the
-first of:
+run by trace never sees a second call. A tool span that is the root of its trace (no
+parent span) is therefore put in the run of the conversation it names, the first of the
+span attributes :data:`SESSION_KEYS`:
 
-1. span attributes naming a session: ``mcp.session.id``, ``gen_ai.conversation.id``,
-   ``session.id`` (OpenInference);
-2. the resource's ``service.instance.id`` (the OpenTelemetry Python SDK sets a random one
-   per process);
-3. the resource's process: ``service.name`` with ``host.name`` (or ``host.id``) and
-   ``process.pid``.
+1. ``gen_ai.conversation.id`` (the OpenTelemetry GenAI conventions; what an application
+   sets to make grouping exact);
+2. ``session.id`` (OpenInference, the coding CLIs).
 
-With none of them the call stays a run of its own trace. Tool calls under a parent span
-(in an agent span, or in any other span of their trace) keep the run they have: one trace
-is one request, and unrelated requests of one process are never merged. The exception is
-a tool span whose ``gen_ai.operation.name`` is in :data:`PER_CALL_OPERATIONS`: its
-producer gives every call a trace of its own under a per-call parent (Gemini CLI:
-``schedule_tool_calls`` → ``tool_call``), so it is grouped as a root tool span is.
+Nothing else groups: a process (``service.instance.id``, host and pid) or a connection
+serves many users and conversations at once, and ``mcp.session.id`` is a transport
+session (one client connection, shared by the conversations that client carries; the MCP
+revision of 2026-07-28 is stateless and has none). A root tool span naming no
+conversation stays a run of its own trace. ``otel-progress doctor`` and the README say so,
+and which attribute to set (:data:`EXACT_ATTRIBUTE`).
+
+Tool calls under a parent span (in an agent span, or in any other span of their trace)
+keep the run they have: one trace is one request, and unrelated requests are never
+merged. The exception is a tool span whose ``gen_ai.operation.name`` is in
+:data:`PER_CALL_OPERATIONS`: its producer gives every call a trace of its own under a
+per-call parent (Gemini CLI: ``schedule_tool_calls`` → ``tool_call``), so it is grouped as a
+root tool span is.
 
 The key is used as the engine's trace key (``group:`` and the attribute, e.g.
-``group:mcp.session.id=4f1c``), so a group never collides with a trace id; detections are
-still placed on the real span, and adapters report its real trace id.
+``group:gen_ai.conversation.id=4f1c``), so a group never collides with a trace id;
+detections are still placed on the real span, and adapters report its real trace id.
 """
 
 from __future__ import annotations
@@ -34,10 +39,9 @@ from .base import as_text
 from .record import SpanRecord
 
 __all__ = [
+    "EXACT_ATTRIBUTE",
     "GROUP_PREFIX",
     "PER_CALL_OPERATIONS",
-    "PROCESS_KEYS",
-    "RESOURCE_KEYS",
     "SESSION_KEYS",
     "group_key",
     "is_group_key",
@@ -45,9 +49,10 @@ __all__ = [
 ]
 
 GROUP_PREFIX = "group:"
-SESSION_KEYS = ("mcp.session.id", "gen_ai.conversation.id", "session.id")
-RESOURCE_KEYS = ("service.instance.id",)
-PROCESS_KEYS = ("service.name", "host.name", "host.id", "process.pid")
+#: Span attributes that name the conversation a root tool call belongs to, in order.
+SESSION_KEYS = ("gen_ai.conversation.id", "session.id")
+#: The attribute to set on tool spans without an agent span to group them exactly.
+EXACT_ATTRIBUTE = "gen_ai.conversation.id"
 _MAX_VALUE = 256
 #: ``gen_ai.operation.name`` of tool spans that are each alone in a trace of their own,
 #: under a per-call parent span (Gemini CLI's ``tool_call``).
@@ -74,8 +79,8 @@ def _value(mapping: Mapping[str, Any], key: str) -> str | None:
 
 
 def group_key(span: SpanRecord) -> str | None:
-    """The engine trace key of the client run a root tool span belongs to, or ``None``
-    (the span has a parent, or shares nothing usable)."""
+    """The engine trace key of the conversation a root tool span belongs to, or ``None``
+    (the span has a parent, or names no conversation: it stays a run of its trace)."""
     if span.parent_id and not own_trace(span):
         return None
     attributes = span.attributes
@@ -83,18 +88,6 @@ def group_key(span: SpanRecord) -> str | None:
         value = _value(attributes, key)
         if value:
             return f"{GROUP_PREFIX}{key}={value}"
-    resource = span.resource or {}
-    if not isinstance(resource, Mapping):
-        return None
-    for key in RESOURCE_KEYS:
-        value = _value(resource, key)
-        if value:
-            return f"{GROUP_PREFIX}{key}={value}"
-    pid = _value(resource, "process.pid")
-    if pid:
-        host = _value(resource, "host.name") or _value(resource, "host.id") or ""
-        service = _value(resource, "service.name") or ""
-        return f"{GROUP_PREFIX}process={service}@{host}#{pid}"
     return None
 
 

@@ -58,7 +58,7 @@ def _interleaved(n_traces: int, per_line: int = 4) -> str:
 
 def _reference(path: Path) -> list[dict[str, Any]]:
     """The in-process analysis of the whole input at once: every trace's spans, traces in
-    order of their first span's start."""
+    order of their first span's start (then of their id)."""
     traces: dict[str, list[Any]] = {}
     stream, _ = open_input(str(path))
     with stream:
@@ -68,7 +68,7 @@ def _reference(path: Path) -> list[dict[str, Any]]:
                 traces.setdefault(span.trace_id, []).append(span)
     engine = ProgressEngine(Config())
     out = []
-    for spans in sorted(traces.values(), key=lambda s: min(x.start_ns for x in s)):
+    for spans in sorted(traces.values(), key=lambda s: (min(x.start_ns for x in s), s[0].trace_id)):
         out += [d.to_dict() for d in analyse_trace(spans, engine).detections]
     return out
 
@@ -91,15 +91,49 @@ def test_streamed_results_equal_the_whole_input_analysis(tmp_path: Path) -> None
     assert result.spans == 150 * 11 and result.held_peak < result.spans / 3, result.held_peak
 
 
-def test_a_span_after_its_trace_was_analysed_is_reported(tmp_path: Path) -> None:
+def test_a_span_after_its_trace_was_analysed_is_merged(tmp_path: Path) -> None:
+    """A span of a trace already analysed: the trace is read again and analysed whole, and
+    each of its detections is reported once."""
     text = _interleaved(100)
     late = json.loads(text.splitlines()[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     path = tmp_path / "late.jsonl"
     path.write_text(text + _export([{**late, "spanId": "00000000000000ff", "name": "late one"}]))
-    status, _, err = _run(str(path))
-    last = len(text.splitlines()) + 1
-    assert f"{path}:{last}: span 00000000000000ff of trace {late['traceId']} arrived after its trace" in err
+    status, out, err = _run(str(path))
+    assert "1 trace(s) had spans arriving after the trace was analysed" in err
     assert status == 1
+    lines = text.splitlines()
+    first = json.loads(lines[0])
+    first["resourceSpans"][0]["scopeSpans"][0]["spans"].append({**late, "spanId": "00000000000000ff",
+                                                                 "name": "late one"})
+    in_order = tmp_path / "in_order.jsonl"
+    in_order.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert out == _run(str(in_order))[1]
+
+
+def test_a_trace_whose_second_half_arrives_much_later_keeps_its_detection(tmp_path: Path) -> None:
+    """Half of a looping trace's spans, then 500 other runs, then the other half (a file
+    merged from two exporters): the loop is found, as in the file with the trace whole."""
+    t = TraceBuilder("split", "splitter")
+    for _ in range(6):
+        t.chat(300)
+        t.tool("search_docs", {"q": "same"}, "0 results")
+    spans = t.request()["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    root = next(s for s in spans if not s.get("parentSpanId"))
+    rest = [s for s in spans if s is not root]
+    first, second = [root, *rest[: len(rest) // 2]], rest[len(rest) // 2:]
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text(_export(spans))
+    expected = [(d.reason, d.turn, d.span_id) for d in scan_paths([str(whole)]).detections]
+    assert expected
+    split = tmp_path / "split.jsonl"
+    split.write_text(_export(first) + _interleaved(500) + _export(second))
+    found = [(d.reason, d.turn, d.span_id) for d in scan_paths([str(split)]).detections
+             if d.trace_id == root["traceId"]]
+    assert found == expected
+    from_stdin = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "-"], input=split.read_text(),
+                                capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert sum(json.loads(line)["trace_id"] == root["traceId"] for line in from_stdin.stdout.splitlines()) \
+        == len(expected), from_stdin.stderr
 
 
 def test_held_spans_are_bounded_even_without_roots(tmp_path: Path) -> None:
@@ -220,22 +254,28 @@ def test_example_traces_unchanged_by_streaming(tmp_path: Path) -> None:
     assert [d.to_dict() for d in scan_paths([str(path)]).detections] == _reference(path)
 
 
-def test_runs_dropped_past_max_runs_are_reported(tmp_path: Path) -> None:
+def test_grouped_runs_are_held_whole_whatever_max_runs(tmp_path: Path) -> None:
+    """Six conversations of root tool calls, interleaved (each call a trace of its own): each
+    conversation is one run, replayed whole at the end of the input, so none is cut short
+    by ``max_runs``."""
     lines = []
-    for n in range(6):  # six MCP client sessions, each call a root span of its own trace
-        for i in range(2):
+    for i in range(3):
+        for n in range(6):
             t = TraceBuilder(f"session{n}-call{i}", None)
-            t.tool("search", {"q": i}, f"hit {i}")
+            t.t += i * S
+            t.tool("search", {"q": "same"}, "0 results")
             span = t.spans[0]
             span["parentSpanId"] = ""
-            span["attributes"].append({"key": "mcp.session.id", "value": {"stringValue": f"s{n}"}})
+            span["attributes"].append({"key": "gen_ai.conversation.id", "value": {"stringValue": f"s{n}"}})
             lines.append(_export([span]))
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(lines))
-    assert not any("dropped unfinished" in str(p) for p in scan_paths([str(path)]).problems)
-    result = scan_paths([str(path)], Config(max_runs=2))
-    assert any("run(s) dropped unfinished: more runs were open at once than max_runs (2)" in str(p)
-               for p in result.problems), result.problems
+    for config in (Config(), Config(max_runs=2)):
+        result = scan_paths([str(path)], config)
+        assert not any("dropped unfinished" in str(p) for p in result.problems), result.problems
+        groups = {r.trace_id: r for r in result.reports if r.trace_id.startswith("group:")}
+        assert sorted(groups) == [f"group:gen_ai.conversation.id=s{n}" for n in range(6)]
+        assert all(r.runs[0].turns == 3 and r.detections for r in groups.values())
 
 
 def test_pretty_printed_documents_back_to_back(tmp_path: Path) -> None:

@@ -1,0 +1,30 @@
+"""The run model: the one place that turns observations of spans and log records into runs
+and feeds the engine. docs/runs.md describes it for users; this is the map of the code.
+
+* :mod:`.identity`: which run an observation belongs to (its agent invocation, its trace,
+  the conversation of a grouped run, a log reader's run key), its agent session, the
+  evidence rank of a tool call;
+* :mod:`.model`: :class:`RunModel`, every engine call of every adapter: tool ends, model
+  starts and ends, agent ends, trace and grouped-run ends, one hook for every run that
+  ends (its summary), and one loop reported once across signals (:mod:`.signals`);
+* drivers, which decide when an observation is made and in which order:
+
+  - :mod:`.live`: spans as they start and end in the application (the processor);
+  - :mod:`.replay`: spans read after the fact, replayed in time order (scan, serve), with
+    :mod:`.assembly` (when a trace read by scan is complete), :mod:`.groups` (grouped
+    runs across traces, in scan) and :mod:`.traces` (a trace a request at a time, late
+    spans merged: serve);
+  - :mod:`.logruns`: log records, ordered per run in a bounded buffer (scan, serve).
+
+The adapters (``processor``, ``service``, ``scan``, ``logs``) only convert their input into
+what these take (:class:`~otel_progress.spans.SpanRecord`,
+:class:`~otel_progress.logs.record.LogRecordView`, the SDK's spans) and what comes out into
+their output (annotations, metrics, reports).
+"""
+
+from __future__ import annotations
+
+from .model import RunModel, SummaryHook
+from .signals import LOGS, SPANS, SignalArbiter
+
+__all__ = ["LOGS", "SPANS", "RunModel", "SignalArbiter", "SummaryHook"]

@@ -1,0 +1,85 @@
+"""Grouped runs read after the fact: root tool calls of one conversation across traces.
+
+A tool span without an agent span and without a parent belongs to the run of the
+conversation or session it names (see :mod:`otel_progress.conventions.grouping`), which
+spans as many traces as it has calls. A scan reads those traces in any order, so
+:class:`HeldGroups` holds each grouped run's calls until the input ends and then replays
+them in time order (within ``max_calls``: past it the earliest held calls of the largest
+run are fed to the engine at once, in order), so the detections do not depend on the
+order of the documents. A call read twice (its trace analysed again) is held once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from ..engine import RunSummary
+from ..model import Detection, ToolCall
+from ..spans import SpanRecord
+from .identity import span_session
+from .model import RunModel
+
+__all__ = ["HeldGroups"]
+
+_ORDER = lambda c: (c.start_ns, c.end_ns, c.span_id)  # noqa: E731 (the engine's order of calls)
+
+
+class HeldGroups:
+    """The calls of grouped runs, held until :meth:`finish` (see the module docstring)."""
+
+    def __init__(self, model: RunModel, max_calls: int = 200_000) -> None:
+        self.model = model
+        self.max_calls = max_calls
+        # group key -> span id -> (call, its agent session, its real trace id)
+        self._calls: dict[str, dict[str, tuple[ToolCall, str | None, str]]] = {}
+        self._held = 0
+        self._early: dict[str, list[Detection]] = {}  # detections of calls fed past the bound
+        self._trace_of: dict[str, str] = {}  # span id of a call fed -> its real trace id
+
+    def __len__(self) -> int:
+        return self._held
+
+    def add(self, key: str, call: ToolCall, span: SpanRecord) -> list[Detection]:
+        """Hold one root tool call of the grouped run ``key``; returns ``[]`` (its
+        detections come at :meth:`finish`)."""
+        calls = self._calls.setdefault(key, {})
+        if call.span_id not in calls:
+            self._held += 1
+        calls[call.span_id] = (call, span_session(span.attributes), span.trace_id)
+        if self._held > self.max_calls:
+            self._feed_some()
+        return []
+
+    def _feed_some(self) -> None:
+        """Past the bound: feed the earlier half of the largest run's calls, in order."""
+        key = max(self._calls, key=lambda k: len(self._calls[k]))
+        calls = self._calls[key]
+        ordered = sorted(calls.values(), key=lambda v: _ORDER(v[0]))
+        for entry in ordered[: max(1, len(ordered) // 2)]:
+            del calls[entry[0].span_id]
+            self._held -= 1
+            self._early.setdefault(key, []).extend(self._feed(entry))
+
+    def _feed(self, entry: tuple[ToolCall, str | None, str]) -> list[Detection]:
+        call, session, trace_id = entry
+        self._trace_of[call.span_id] = trace_id
+        return self.model.tool(call, flush=True, session=session)
+
+    def finish(self) -> Iterator[tuple[str, list[Detection], list[RunSummary]]]:
+        """The input is over: replay each grouped run's calls in time order and end it;
+        yields ``(key, detections, summaries)`` per run: the detections that are reported
+        (:meth:`RunModel.keep`), placed on their real traces."""
+        model = self.model
+        for key in sorted(set(self._calls) | set(self._early)):
+            dets = self._early.pop(key, [])
+            calls = self._calls.pop(key, {})
+            for entry in sorted(calls.values(), key=lambda v: _ORDER(v[0])):
+                dets.extend(self._feed(entry))
+            ended, summaries = model.end_trace(key)
+            dets.extend(ended)
+            self._held -= len(calls)
+            trace_of = self._trace_of
+            yield key, [replace(d, trace_id=trace_of.get(d.span_id, d.trace_id)) for d in dets if model.keep(d)], \
+                summaries
+        self._trace_of.clear()

@@ -1,0 +1,122 @@
+"""The run model's engine side: every observation of every adapter reaches the engine here.
+
+:class:`RunModel` turns observations of runs into engine calls: a tool call ends
+(:meth:`~RunModel.tool`), a model call starts (:meth:`~RunModel.flush`: the previous tool
+batch of the run is complete) or ends (:meth:`~RunModel.tokens`), an agent invocation ends
+(:meth:`~RunModel.end_run`), a trace or a grouped run is over (:meth:`~RunModel.end_trace`).
+Every run that ends is summarised through one hook (``on_summary``: the wasted-turns
+metric, the scan's table), whatever ended it: its agent span, its trace, an explicit end
+in the input, the end of the input, idleness or a budget. The runs of one agent session
+seen through two signals are arbitrated here (:mod:`.signals`): :meth:`~RunModel.keep`
+says whether a detection is reported.
+
+What the drivers decide (which run an observation belongs to, when, in which order) is in
+:mod:`.replay` (traces read after the fact: scan, serve), :mod:`.live` (spans as they start
+and end: the in-process processor) and :mod:`.logruns` (log records).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from ..engine import ProgressEngine, RunSummary
+from ..model import Detection, ToolCall
+from .identity import evidence_rank
+from .signals import SPANS, SignalArbiter
+
+__all__ = ["RunModel", "SummaryHook"]
+
+#: ``on_summary(summary)``: a run ended (every run, with or without detections).
+SummaryHook = Callable[[RunSummary], None]
+_MAX_TAGS = 65_536
+
+
+class RunModel:
+    """Feeds observations of runs to one engine (see the module docstring).
+
+    Args:
+        engine: the engine.
+        on_summary: called with the summary of every run that ends.
+    """
+
+    __slots__ = ("_evicted", "_tags", "arbiter", "engine", "on_summary")
+
+    def __init__(self, engine: ProgressEngine, on_summary: SummaryHook | None = None) -> None:
+        self.engine = engine
+        self.on_summary = on_summary
+        self.arbiter = SignalArbiter()
+        # (engine trace key, run id) -> (agent session, signal), for runs that name a session
+        self._tags: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        self._evicted = engine.stats.runs_evicted
+
+    # -- observations ---------------------------------------------------------------------
+
+    def tool(self, call: ToolCall, *, flush: bool = False, session: str | None = None,
+             signal: int = SPANS) -> list[Detection]:
+        """A tool call ended (``flush``: no other call of its run is in flight). ``session``:
+        the agent session it belongs to, if it names one; ``signal``: the signal it came by."""
+        if session is not None:
+            self.tag(call.trace_id, call.run_id, session, signal)
+            self.arbiter.saw(session, signal, evidence_rank(call))
+        return self.engine.observe(call, flush=flush)
+
+    def tag(self, trace: str, run: str, session: str, signal: int) -> None:
+        """Note the agent session and signal of a run (for :meth:`keep`)."""
+        key = (trace, run)
+        tags = self._tags
+        if key not in tags:
+            tags[key] = (session, signal)
+            if len(tags) > _MAX_TAGS:
+                tags.popitem(last=False)
+
+    def flush(self, trace: str, run: str | None = None) -> list[Detection]:
+        """A model call of the run started (or a batch ended): its buffered calls are a
+        complete step."""
+        return self.engine.flush(trace, run)
+
+    def tokens(self, trace: str, run: str, tokens: int) -> None:
+        """A model call of the run ended, having consumed ``tokens``."""
+        if tokens > 0:
+            self.engine.record_tokens(trace, run, tokens)
+
+    def end_run(self, trace: str, run: str, *, span_id: str = "",
+                parent_run: str | None = None) -> tuple[list[Detection], RunSummary | None]:
+        """An agent invocation ended (``parent_run``: the run it was invoked from, for the
+        run-scope signature). Its detections and summary."""
+        summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run)
+        if summary is None:
+            return [], None
+        if self.on_summary is not None and (summary.turns or summary.tokens or summary.detections):
+            self.on_summary(summary)
+        return list(summary.detections_list), summary
+
+    def end_trace(self, trace: str) -> tuple[list[Detection], list[RunSummary]]:
+        """A trace (or a grouped run) is over: end its runs."""
+        summaries = self.engine.end_trace(trace)
+        if self.on_summary is not None:
+            for summary in summaries:
+                self.on_summary(summary)
+        return [d for s in summaries for d in s.detections_list], summaries
+
+    # -- reporting ------------------------------------------------------------------------
+
+    def keep(self, det: Detection) -> bool:
+        """Whether a detection is reported (one loop, one report: :mod:`.signals`)."""
+        if not self._tags:
+            return True
+        tag = self._tags.get((det.trace_id, det.run_id))
+        return tag is None or self.arbiter.keep(tag[0], tag[1])
+
+    def reported(self, dets: Iterable[Detection]) -> list[Detection]:
+        """The detections that are reported."""
+        if not self._tags:
+            return dets if isinstance(dets, list) else list(dets)
+        return [d for d in dets if self.keep(d)]
+
+    def evictions(self) -> int:
+        """Runs the engine dropped unfinished (its ``max_runs`` and idle limits) since the
+        last call."""
+        now = self.engine.stats.runs_evicted
+        new, self._evicted = now - self._evicted, now
+        return max(0, new)
