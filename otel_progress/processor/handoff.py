@@ -21,8 +21,8 @@ from typing import Any
 
 from opentelemetry.context import Context
 
+from ..runs.live import CLASSIFY_KEYS
 from .sdk import SHAPE_ERRORS, local_parent, public_fields
-from .tracker import CLASSIFY_KEYS
 
 __all__ = ["BackgroundAnalysis"]
 

@@ -26,11 +26,12 @@ from ..config import Config, ConfigError
 from ..engine import ProgressEngine
 from ..metrics import ProgressMetrics
 from ..model import Detection
+from ..runs.live import CLASSIFY_KEYS, OTHER, Entry, RunTracker
+from ..runs.model import RunModel
 from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch
 from .handoff import BackgroundAnalysis
-from .sdk import NOOP_ON_START, SHAPE_ERRORS, local_parent, probe, public_fields, span_fields
-from .tracker import CLASSIFY_KEYS, OTHER, Entry, RunTracker
+from .sdk import NOOP_ON_START, SHAPE_ERRORS, live_attributes, local_parent, probe, public_fields, record, span_fields
 
 __all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode"]
 
@@ -211,9 +212,10 @@ class ProgressSpanProcessor(SpanProcessor):
             self.on_start = self._handoff.on_start  # type: ignore[method-assign]
             self.on_end = self._handoff.on_end  # type: ignore[method-assign]
         self._tracker = RunTracker(
-            self._engine, self._config, self._max_spans, deliver=self._deliver, emit=self._emit,
-            wasted=self._metrics.wasted, evicted=self._metrics.runs_evicted, tool_call=self._tool_call_seen,
-            on_dead=self._handoff.dropped if self._handoff is not None else None)
+            RunModel(self._engine, on_summary=self._summarised), self._config, self._max_spans,
+            deliver=self._deliver, emit=self._emit, evicted=self._metrics.runs_evicted,
+            tool_call=self._tool_call_seen, on_dead=self._handoff.dropped if self._handoff is not None else None,
+            record=record, attributes=live_attributes)
         self._spans = self._tracker.spans  # (the same table: one attribute lookup less on every span)
         if self._public and not self._background:
             self.on_start = self._on_start_public  # type: ignore[method-assign]
@@ -437,11 +439,23 @@ class ProgressSpanProcessor(SpanProcessor):
                 self.on_start = self._on_start_public  # type: ignore[method-assign]
                 self.on_end = self._on_end_public  # type: ignore[method-assign]
             handoff.stop(deadline, drained)
+        self._end_grouped_runs()
         for inner in self._inners:
             try:
                 inner.shutdown()
             except Exception as exc:
                 self._fail("wrapped shutdown", exc)
+
+    def _end_grouped_runs(self) -> None:
+        """Shutting down: the grouped runs still open end here (an explicit end), counted
+        and summarised like any run."""
+        try:
+            with self._tracker.lock:
+                dets = self._tracker.end_groups()
+            for det in dets:
+                self._emit(det)
+        except Exception as exc:
+            self._fail("shutdown", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """With background analysis, wait for the worker to process every span that
@@ -559,6 +573,11 @@ class ProgressSpanProcessor(SpanProcessor):
         late.setdefault(target_id, []).append((det, when))
         if len(late) > _MAX_LATE:
             del late[next(iter(late))]
+
+    def _summarised(self, summary: Any) -> None:
+        """A run ended: its wasted turns and tokens, when it ended after a detection."""
+        if summary.first_detection_turn is not None:
+            self._metrics.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
 
     def _tool_call_seen(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
         content = self._content

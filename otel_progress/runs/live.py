@@ -1,5 +1,17 @@
-"""Run and lineage tracking: which agent run each span belongs to, and the engine calls
-its start and end make.
+"""The live driver of the run model: spans as they start and end in the application (the
+in-process processor), which run each belongs to, and the observations its start and end
+make (:class:`~otel_progress.runs.model.RunModel`).
+
+Unlike a replay (:mod:`.replay`), the live driver sees a span's parent when the span
+starts, so a tool call knows its agent run, its plan node and whether it is nested in
+another tool call before it ends; and it sees the observations in the order they happen,
+so nothing is reordered (the engine's own reorder window still orders the calls of one
+run by their start). A tool call is observed when it ends, and its run flushed when no
+other call of the run is in flight; a model call flushes its run when it starts and adds
+its tokens when it ends; an agent span ends its run; a local root span ends its trace
+once no agent run of it is open. A grouped run (root tool calls naming a conversation)
+ends when idle for ``run_ttl_seconds`` or when the processor shuts down, summarised like
+any run.
 
 The tracker keeps, while spans are open, what the analysis needs of them and nothing
 more: ids, kind, the plan node's name and the run they belong to (never the span
@@ -28,17 +40,17 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from itertools import islice
 from typing import Any
 
 from ..config import Config
 from ..conventions import MARKER_KEYS
-from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
 from ..spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
-from .sdk import live_attributes, record
+from .identity import span_session
+from .model import RunModel
 
 __all__ = ["AGENT", "CLASSIFY_KEYS", "MODEL", "NO_CTX", "OTHER", "TOOL", "Ctx", "Run", "RunTracker", "kind_of"]
 
@@ -120,16 +132,15 @@ class _Trace:
 
 
 class RunTracker:
-    """The processor's view of the runs in flight, feeding the engine.
+    """The processor's view of the runs in flight, feeding the run model.
 
     Args:
-        engine: the engine to feed.
+        model: the run model to feed (its ``on_summary`` hook sees every run that ends).
         config: for ``max_runs`` and ``run_ttl_seconds``.
         max_spans: bound of the open-span tables.
         deliver: see :data:`Deliver`.
         emit: count a detection and call the hook (detections of runs that end with
-            their trace).
-        wasted: ``wasted(agent, turns, tokens)`` for a run that ends after a detection.
+            their trace, or of a grouped run that ends).
         evicted: ``evicted(count)`` for runs the engine dropped before they ended.
         on_dead: called (by the garbage collector, on any thread, at any moment: it must
             only queue) with the weak reference of an agent or root span the application
@@ -138,28 +149,37 @@ class RunTracker:
             tracker queues it itself and forgets it at the next span start.
         tool_call: ``tool_call(call, span, attributes)`` for every tool call read
             (``None``: nothing).
+        record: ``record(span, attributes)``: the :class:`SpanRecord` of an ended span
+            (the adapter's conversion of its span objects).
+        attributes: ``attributes(span)``: the current attributes of a span that may still
+            be open (looked at for an agent kind set after it started).
     """
 
-    def __init__(self, engine: ProgressEngine, config: Config, max_spans: int, deliver: Deliver,
-                 emit: Callable[[Detection], None], wasted: Callable[[str | None, int, int], None],
-                 evicted: Callable[[int], None], tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None = None,
-                 on_dead: Callable[[Any], Any] | None = None) -> None:
-        self.engine = engine
+    def __init__(self, model: RunModel, config: Config, max_spans: int, deliver: Deliver,
+                 emit: Callable[[Detection], None], evicted: Callable[[int], None],
+                 tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None = None,
+                 on_dead: Callable[[Any], Any] | None = None, *,
+                 record: Callable[[Any, Mapping[str, Any]], SpanRecord],
+                 attributes: Callable[[Any], Mapping[str, Any]]) -> None:
+        self.model = model
+        self._record = record
+        self._attributes = attributes
+        self.engine = model.engine
         self.lock = threading.Lock()
         self.spans: dict[int, Entry] = {}
         # trace id -> (its open local root span, weakly; the root's span id)
         self.roots: dict[int, Any] = {}  # (the root's _SpanRef: the span weakly, its ids)
         self.traces: OrderedDict[int, _Trace] = OrderedDict()
+        # grouped runs (engine trace key -> when last seen, monotonic), least recently first
+        self.groups: OrderedDict[str, float] = OrderedDict()
         self.max_spans = max_spans
         self._max_runs = config.max_runs
         self._ttl = config.run_ttl_seconds
         self._deliver = deliver
         self._emit = emit
-        self._wasted = wasted
         self._evicted = evicted
         self._tool_call = tool_call
         self._next_evict = 0.0
-        self._evicted_reported = engine.stats.runs_evicted
         # Agent and root spans the application dropped (their weak references died),
         # appended by the garbage collector's callback (any thread, any moment: it only
         # appends) and forgotten by reap() at the next start.
@@ -271,7 +291,7 @@ class RunTracker:
         elif kind == MODEL:  # the previous tool batch of its run is complete
             cs = (cp[0], name, cp[2])
             run_hex = cp[0].hex if cp[0] is not None else ""
-            dets = self.engine.flush(format(tid, "032x"), run_hex)
+            dets = self.model.reported(self.model.flush(format(tid, "032x"), run_hex))
             if dets:
                 self._deliver(dets, tid, "", span.start_time)
         else:
@@ -298,7 +318,7 @@ class RunTracker:
                 return None  # (the current span is not the parent)
         except Exception:
             return None
-        attrs = live_attributes(parent_span)
+        attrs = self._attributes(parent_span)
         if CLASSIFY_KEYS.isdisjoint(attrs) or kind_of(attrs) != AGENT:
             return None
         try:
@@ -359,20 +379,25 @@ class RunTracker:
                   counted: bool) -> list[Detection] | None:
         if cp[2]:
             return None  # nested in another tool call: counted once, as the outer call
-        rec = record(span, attrs)
+        rec = self._record(span, attrs)
         with self.lock:
             run = self._run_for(tid, cp)
             if counted:
                 run.open_tools -= 1
-            # A root tool call outside any agent: its client's run, across traces.
+            # A root tool call outside any agent: the run of the conversation it names.
             group = run_group(rec) if not run.hex else None
             call = read_tool_call(rec, run_id=run.hex, agent=run.agent, node=cp[1], trace_key=group)
-            dets = self.engine.observe(call, flush=group is not None or run.open_tools <= 0)
-            if group is not None and dets:
-                dets = [replace(d, trace_id=rec.trace_id) for d in dets]
-            self._maybe_evict()
-            if self.engine.stats.runs_evicted != self._evicted_reported:
-                self._report_evictions()
+            model = self.model
+            dets = model.reported(model.tool(call, flush=group is not None or run.open_tools <= 0,
+                                             session=span_session(attrs)))
+            if group is not None:
+                self.groups[group] = time.monotonic()
+                self.groups.move_to_end(group)
+                if dets:
+                    dets = [replace(d, trace_id=rec.trace_id) for d in dets]
+            more = self._maybe_evict()
+        for det in more:
+            self._emit(det)
         if self._tool_call is not None:
             self._tool_call(call, span, attrs)
         if not dets:
@@ -383,12 +408,12 @@ class RunTracker:
                    flushed: bool) -> list[Detection] | None:
         trace_hex = format(tid, "032x")
         run_hex = cp[0].hex if cp[0] is not None else ""
-        dets = [] if flushed else self.engine.flush(trace_hex, run_hex)
+        dets = [] if flushed else self.model.reported(self.model.flush(trace_hex, run_hex))
         tokens = read_tokens(SpanRecord("", "", attributes=attrs))
         if tokens > 0:
             with self.lock:
                 self._trace(tid)  # so that the trace's end frees the engine's state
-                self.engine.record_tokens(trace_hex, run_hex, tokens)
+                self.model.tokens(trace_hex, run_hex, tokens)
         if not dets:
             return None
         return self._deliver(dets, tid, format(sid, "016x"), span.end_time)
@@ -399,8 +424,8 @@ class RunTracker:
         trace_hex = format(tid, "032x")
         parent_run = cp[0].hex if cp[0] is not None else ""
         with self.lock:
-            summary = self.engine.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run_id=parent_run)
-        dets = list(summary.detections_list) if summary is not None else []
+            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run)
+        dets = self.model.reported(dets)
         mine = self._deliver(dets, tid, sid_hex, span.end_time) if dets else None
         with self.lock:
             trace = self.traces.get(tid)
@@ -409,8 +434,6 @@ class RunTracker:
             # the last agent run of a trace whose local root already ended: end the trace
             orphan = (trace is not None and trace.open_agents <= 0 and tid not in self.roots
                       and not (parent is None or parent[2]))
-        if summary is not None:
-            self._summarised((summary,))
         if orphan:
             more = self._end_root(tid)
             if more:
@@ -424,18 +447,28 @@ class RunTracker:
             if trace is None or trace.open_agents > 0:
                 return None
             del self.traces[tid]
-            summaries = self.engine.end_trace(trace.hex)
-        self._summarised(summaries)
-        dets = [d for s in summaries for d in s.detections_list]
+            dets, _summaries = self.model.end_trace(trace.hex)
+        dets = self.model.reported(dets)
         for det in dets:
             self._emit(det)
         # Their runs are over: the ending root span is where they can still be seen.
         return dets or None
 
-    def _summarised(self, summaries: Iterable[RunSummary]) -> None:
-        for summary in summaries:
-            if summary.first_detection_turn is not None:
-                self._wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
+    def end_groups(self, idle_before: float | None = None) -> list[Detection]:
+        """End the grouped runs last seen before ``idle_before`` (monotonic; None: all of
+        them: the processor shuts down), through the run model (summarised like any run).
+        Returns their last detections, which belong on no open span (lock held by the
+        caller, or not needed)."""
+        out: list[Detection] = []
+        groups = self.groups
+        while groups:
+            key, seen = next(iter(groups.items()))
+            if idle_before is not None and seen > idle_before:
+                break
+            del groups[key]
+            dets, _summaries = self.model.end_trace(key)
+            out.extend(self.model.reported(dets))
+        return out
 
     # -- helpers (called with self.lock held where noted) ---------------------------------
 
@@ -466,14 +499,17 @@ class RunTracker:
             trace.runs[""] = run
         return run
 
-    def _maybe_evict(self) -> None:
-        """Drop idle traces, here and in the engine (lock held)."""
+    def _maybe_evict(self) -> list[Detection]:
+        """End idle grouped runs, drop idle traces here and in the engine (lock held);
+        returns the grouped runs' last detections (to emit)."""
         now = time.monotonic()
         if now < self._next_evict:
-            return
+            self._report_evictions()
+            return []
         self._next_evict = now + _EVICT_EVERY_SECONDS
-        self.engine.evict_idle(now)
         limit = now - self._ttl
+        ended = self.end_groups(idle_before=limit) if self.groups else []
+        self.engine.evict_idle(now)
         while self.traces:
             trace = next(iter(self.traces.values()))
             if trace.last_seen > limit:
@@ -481,13 +517,13 @@ class RunTracker:
             self.traces.popitem(last=False)
             self.roots.pop(int(trace.hex, 16), None)
         self._report_evictions()
+        return ended
 
     def _report_evictions(self) -> None:
         """Count the runs the engine dropped since the last report (lock held)."""
-        evicted = self.engine.stats.runs_evicted
-        if evicted > self._evicted_reported:
-            self._evicted(evicted - self._evicted_reported)
-        self._evicted_reported = evicted
+        evicted = self.model.evictions()
+        if evicted:
+            self._evicted(evicted)
 
     def _trim_spans(self) -> None:
         with self.lock:
