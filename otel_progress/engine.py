@@ -372,6 +372,19 @@ class ProgressEngine:
             self._drop_trace(trace_id)
             return summaries
 
+    def rename_run(self, trace_id: str, run_id: str, new_run_id: str) -> bool:
+        """Give a run another id within its trace (a run whose identity became known after
+        its first calls: the service's provisional runs, see ``otel_progress.runs.traces``).
+        False (nothing changed) when there is no such run or ``new_run_id`` is taken."""
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            if trace is None or run_id not in trace.runs or new_run_id in trace.runs:
+                return False
+            run = trace.runs.pop(run_id)
+            run.run_id = new_run_id
+            trace.runs[new_run_id] = run
+            return True
+
     def evict_idle(self, now: float | None = None) -> int:
         """Drop traces idle for longer than ``run_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now

@@ -215,6 +215,11 @@ class Lineage:
 
     def resolve(self, parent_id: str) -> tuple[str, str | None, str | None, bool]:
         """For a span with this parent: ``(run_id, agent, node, nested_in_tool)``."""
+        return self.walk(parent_id)[:4]  # type: ignore[return-value]
+
+    def walk(self, parent_id: str) -> tuple[str, str | None, str | None, bool, str]:
+        """:meth:`resolve`, and the first ancestor id the table does not know (``""``: the
+        walk ended at a root, or at an agent)."""
         node: str | None = None
         nested = False
         seen = 0
@@ -222,17 +227,24 @@ class Lineage:
         while current and seen < 256:
             entry = self._spans.get(current)
             if entry is None:
-                break
+                return "", None, node, nested, current
             parent_id, kind, name, agent = entry
             if kind is SpanKind.AGENT:
-                return current, agent, node, nested
+                return current, agent, node, nested, ""
             if kind is SpanKind.TOOL:
                 nested = True
             elif node is None:
                 node = name
             current = parent_id
             seen += 1
-        return "", None, node, nested
+        return "", None, node, nested, ""
+
+    def entry(self, span_id: str) -> tuple[str, SpanKind, str, str | None] | None:
+        """A registered span: ``(parent_id, kind, name, agent)``, or None."""
+        return self._spans.get(span_id)
+
+    def __contains__(self, span_id: object) -> bool:
+        return span_id in self._spans
 
     def parent_run(self, agent_span_id: str) -> str:
         """The run an agent span was invoked from: its nearest agent ancestor, or ``""``

@@ -1,28 +1,20 @@
-"""The service's detection state: OTLP batches in, detections placed on spans out.
+"""The service's detection over OTLP batches: request bytes in, detections placed on spans out.
 
-One :class:`BatchDetector` holds the engine and a bounded table of traces. For each
-``Export`` request it
+One :class:`BatchDetector` holds the run model's trace table
+(:class:`~otel_progress.runs.traces.TraceTable`: the service's driver of the run model). For
+each ``Export`` request it
 
-1. parses the request *slim* (spans as bytes) and fully parses only the spans that may be
-   tool, agent or model calls (:func:`otlp.marked_spans`);
-2. skips GenAI spans already seen in their trace (Collector retries), re-applying the
-   annotations they got the first time;
-3. replays the batch's GenAI spans through the engine in time order, as
-   :func:`otel_progress.analyse.analyse_trace` does for a whole trace: model calls at
-   their start (flush the run, add tokens), tool calls at their start (``observe``),
-   agent invocations at their end (``end_run``); then flushes every run it touched, so
-   every detection lands in the batch that completed its step;
-4. returns where each detection belongs (a span of this batch, or detached).
+1. decodes the request *slim* (spans as bytes) and fully decodes only the spans that may be
+   tool, agent or model calls (:func:`otlp.marked_spans`), plus the ids of the other spans
+   the lineage needs (ancestors, roots): :meth:`BatchDetector._decode`;
+2. replays them through the trace table (:meth:`BatchDetector._run`): retries set aside
+   with the detections they got the first time, each trace's spans replayed in time order
+   as ``scan`` replays a trace, the runs a request touched flushed at its end, late spans
+   merged within the merge window, each detection reported once;
+3. returns where each detection belongs (a span of this batch, or detached).
 
-Runs. In a batch an ``invoke_agent`` span arrives after its tool spans (it ends after
-them), so the service cannot key a run by its agent span as the in-process processor
-does, and using the agent span id only when it happens to be known would split a run at
-batch boundaries. A tool or model span's run is therefore its ``gen_ai.agent.id`` (else
-``gen_ai.agent.name``) attribute, as ``"agent:<value>"``, else the whole trace (``""``).
-Per-trace lineage (the spans seen so far, bounded) still gives the plan node, finds tool
-spans nested in tool spans, and the parent run of a sub-agent when its parent is known.
-For a single-agent trace this gives the same detections (reason, turn, span) as the
-in-process processor.
+What a run is, how provisional runs are settled when their agent span arrives, and how
+late spans are merged is in :mod:`otel_progress.runs.traces` and docs/runs.md.
 
 Thread safety: concurrent calls of :meth:`BatchDetector.process` that share a trace are
 detected in the order they arrived, and the state is changed a chunk of traces at a
@@ -38,41 +30,29 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from blake3 import blake3
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from ..conventions import own_trace
-from ..engine import ProgressEngine
-from ..model import Detection, Scope
-from ..spans import Lineage, SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
+from ..engine import ProgressEngine, RunSummary
+from ..model import Detection
+from ..runs.budget import StateBudget
+from ..runs.model import RunModel
+from ..runs.traces import Arrival as _Arrival
+from ..runs.traces import TraceTable
+from ..spans import SpanKind, SpanRecord, classify
 from .metrics import ServiceMetrics
 from .otlp import SlimRequest, SlimSpan, marked_spans, resource_attributes, span_record
 
-__all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement", "run_key"]
+__all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement"]
 
 _log = logging.getLogger(__name__)
 
 Loc = tuple[int, int, int]  # (resource index, scope index, span index)
 
-_MAX_PENDING = 64
-
-# The memory budget (``max_state_bytes``) counts an estimate of what each trace holds,
-# calibrated with tracemalloc on CPython 3.11 (tests/service/test_faults.py checks it
-# against tracemalloc): the detector's and the engine's per-trace objects, each engine run
-# (its windows grow with its first calls, then stay bounded), each span remembered in the
-# lineage table (plus its name, stored truncated) and in the retry table.
-TRACE_BYTES = 3072
-RUN_BYTES = 3072
-CALL_BYTES = 64
-CALLS_PER_RUN = 128  # an engine run's state stops growing after about this many calls
-LINEAGE_BYTES = 300
-SEEN_BYTES = 160
-CLOSED_BYTES = 150  # one remembered id of a closed trace
-NAME_CAP = 128  # characters of a span name kept in the lineage table (plan nodes)
 _SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
 _PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
 # A span's leading bytes in the usual layout: the trace id (after its tag and length), the
@@ -111,33 +91,6 @@ class BatchResult:
         return bool(self.placements)
 
 
-class _Trace:
-    __slots__ = ("calls", "complete_at", "held", "last_seen", "lineage", "names", "pending", "runs", "seen",
-                 "trace_id")
-
-    def __init__(self, trace_id: str, max_spans: int, now: float) -> None:
-        self.trace_id = trace_id
-        self.held = 0  # estimated bytes, as last counted in BatchDetector.held_bytes
-        self.calls = 0  # tool calls given to the engine
-        self.names = 0  # characters of the span names registered in the lineage
-        self.runs: set[str] = set()  # run keys given to the engine
-        self.lineage = Lineage(max_spans=max_spans)
-        # span id -> detections placed on it (empty tuple: seen, nothing placed)
-        self.seen: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
-        self.last_seen = now
-        self.complete_at: float | None = None
-        # run key -> detections not yet written on the run's agent span
-        self.pending: dict[str, list[Detection]] = {}
-
-    def estimate(self) -> int:
-        """Estimated bytes this trace holds, in the detector and in the engine."""
-        runs = max(1, len(self.runs))
-        lineage = len(self.lineage)
-        return (TRACE_BYTES + RUN_BYTES * runs + CALL_BYTES * min(self.calls, CALLS_PER_RUN * runs)
-                + LINEAGE_BYTES * lineage + min(self.names, NAME_CAP * lineage) + SEEN_BYTES * len(self.seen)
-                + 200 * sum(len(p) for p in self.pending.values()))
-
-
 def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tuple[str, str, str, str]]:
     """The spans of ``others`` worth remembering: in a trace of the batch's GenAI spans,
     and either an ancestor of one of them (plan nodes, tools nested in tools) or a root
@@ -170,16 +123,6 @@ def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tupl
         out.append((slim.trace_id.hex(), slim.span_id.hex(), parent.hex() if has_parent else "",
                     slim.name.decode("utf-8", "replace")))
     return out
-
-
-def run_key(attributes: Mapping[str, Any]) -> str:
-    """The run a tool or model span belongs to in the service: ``agent:<gen_ai.agent.id>``,
-    else ``agent:<gen_ai.agent.name>``, else ``""`` (the trace)."""
-    for key in ("gen_ai.agent.id", "gen_ai.agent.name"):
-        value = attributes.get(key)
-        if isinstance(value, str) and value:
-            return "agent:" + value
-    return ""
 
 
 CHUNK_CALLS = 256  # GenAI spans (whole traces) detected under the lock before letting others in
@@ -258,6 +201,8 @@ class _Item:
     loc: Loc
     record: SpanRecord
     kind: SpanKind
+    raw: bytes = b""  # the span's bytes (held for the merge window)
+    resource: Mapping[str, Any] | None = None
 
 
 class BatchDetector:
@@ -272,21 +217,21 @@ class BatchDetector:
         max_spans_per_trace: int = 10_000,
         trace_ttl: float = 300.0,
         close_delay: float = 30.0,
+        merge_window: float = 10.0,
         batch_cache: int = 4096,
         max_state_bytes: int = 384 * 1024 * 1024,
+        model: RunModel | None = None,
+        budget: StateBudget | None = None,
     ) -> None:
         self.engine = engine
+        self.model = model if model is not None else RunModel(engine)
         self.max_state_bytes = max_state_bytes
-        self._held = 0  # estimated bytes of the traces in state (see _Trace.estimate)
+        self.budget = budget if budget is not None else StateBudget(max_state_bytes)
         self.metrics = metrics if metrics is not None else ServiceMetrics()
-        self.max_traces = max_traces
-        self.max_spans = max_spans_per_trace
-        self.trace_ttl = trace_ttl
-        self.close_delay = close_delay
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()
-        self._closed: OrderedDict[str, None] = OrderedDict()
-        self._max_closed = max_traces * 10
-        self._completing: deque[tuple[float, str]] = deque()
+        self.traces = TraceTable(
+            self.model, max_traces=max_traces, max_spans=max_spans_per_trace, trace_ttl=trace_ttl,
+            close_delay=close_delay, merge_window=merge_window, budget=self.budget, decode=_decode_held,
+            on_close=self._closed, on_summary=self._summarised)
         self._batches: OrderedDict[bytes, tuple[Placement, ...]] = OrderedDict()
         self._max_batches = batch_cache
         self._lock = _FairLock()
@@ -296,10 +241,10 @@ class BatchDetector:
         self.order_wait = 1.0
         self._engine_evicted = engine.stats.traces_evicted
         self._engine_late = engine.stats.late_calls
-        self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self._traces))
+        self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self.traces.traces))
         self.metrics.gauge_callback("progress.service.state.runs", lambda: engine.active_runs)
-        self.metrics.gauge_callback("progress.service.state.spans", self._state_spans)
-        self.metrics.gauge_callback("progress.service.state.bytes", lambda: self.held_bytes)
+        self.metrics.gauge_callback("progress.service.state.spans", self.traces.spans)
+        self.metrics.gauge_callback("progress.service.state.bytes", lambda: self.budget.held)
 
     # -- public -----------------------------------------------------------------------
 
@@ -402,7 +347,7 @@ class BatchDetector:
                 unreadable += 1
                 continue
             if kind is not SpanKind.OTHER:
-                items.append(_Item(loc, record, kind))
+                items.append(_Item(loc, record, kind, span_bytes, resource))
             else:
                 others.append(span_bytes)
         self._wait_turn(ticket)
@@ -414,6 +359,12 @@ class BatchDetector:
             return result
         lineage_only = _lineage_spans(items, others)
 
+        return self._run(items, lineage_only, result, digest)
+
+    def _run(self, items: list[_Item], lineage_only: list[tuple[str, str, str, str]], result: BatchResult,
+             digest: bytes) -> BatchResult:
+        """The run stage: the request's spans through the trace table, a chunk of whole
+        traces at a time under the lock; where the detections go."""
         placements: list[Placement] = []
         chunks = _chunks(items)
         with self._lock:
@@ -431,34 +382,35 @@ class BatchDetector:
         result.placements = placements
         return result
 
-    def maintain(self, now: float | None = None) -> None:
-        """Expire idle traces and close completed ones (call about once a second)."""
-        now = time.monotonic() if now is None else now
+    def maintain(self, now: float | None = None) -> list[Detection]:
+        """Expire idle traces, close completed ones (call about once a second). Returns the
+        detections their ends brought: they have no request to go in (counted as detached)."""
         with self._lock:
-            self._expire(now)
+            found = self.traces.maintain(now)
+            self.engine.evict_idle()
+            self._sync_engine_stats()
+        for det in found:
+            self._count(det)
+        if found:
+            self.metrics.add("progress.service.detections.detached", len(found))
+        return found
 
     def known_traces(self, limit: int = 100_000) -> dict[str, list[str]]:
         """Trace ids held in state and recently closed (for ``/traces`` and debugging)."""
         with self._lock:
-            active = list(self._traces)[-limit:]
-            closed = list(self._closed)[-limit:]
-        return {"active": active, "closed": closed}
+            return self.traces.known(limit)
 
     @property
     def trace_count(self) -> int:
-        return len(self._traces)
+        return len(self.traces.traces)
 
     @property
     def held_bytes(self) -> int:
-        """Estimated bytes of the state held: the traces (see :data:`TRACE_BYTES` and the
-        constants after it) and the ids of recently closed traces. What
-        ``max_state_bytes`` bounds."""
-        return self._held + CLOSED_BYTES * len(self._closed)
+        """Estimated bytes of the trace state held (see :mod:`otel_progress.runs.traces`).
+        ``max_state_bytes`` bounds it together with the log runs' (:attr:`budget`)."""
+        return self.traces.held_bytes
 
     # -- internals --------------------------------------------------------------------
-
-    def _state_spans(self) -> int:
-        return sum(len(t.lineage) for t in list(self._traces.values()))
 
     @staticmethod
     def count_spans(raw: bytes) -> int:
@@ -473,71 +425,15 @@ class BatchDetector:
             return 0
         return sum(len(ss.spans) for rs in slim.resource_spans for ss in rs.scope_spans)
 
-    def _trace(self, trace_id: str, now: float) -> tuple[_Trace, bool]:
-        """The trace's state (created if new) and whether it had been closed before."""
-        entry = self._traces.get(trace_id)
-        if entry is not None:
-            self._traces.move_to_end(trace_id)
-            entry.last_seen = now
-            return entry, False
-        reopened = self._closed.pop(trace_id, False) is None
-        while len(self._traces) >= self.max_traces:
-            old_id, old = self._traces.popitem(last=False)
-            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early",
-                        "max_traces")
-        entry = self._traces[trace_id] = _Trace(trace_id, self.max_spans, now)
-        entry.held = entry.estimate()
-        self._held += entry.held
-        return entry, reopened
+    def _closed(self, why: str, reason: str) -> None:
+        self.metrics.add(f"progress.service.traces.{why}", 1, {"reason": reason} if reason else None)
 
-    def _close(self, trace_id: str, entry: _Trace, why: str, reason: str = "") -> None:
-        self._held -= entry.held
-        entry.held = 0
-        self.engine.end_trace(trace_id)
-        self._closed[trace_id] = None
-        while len(self._closed) > self._max_closed:
-            self._closed.popitem(last=False)
-        labels = {"reason": reason} if why == "evicted_early" and reason else None
-        self.metrics.add(f"progress.service.traces.{why}", 1, labels)
-
-    def _recount(self, entries: Mapping[str, _Trace]) -> None:
-        """Update the held-bytes estimate of the traces a batch touched, then evict the
-        least recently used traces while the state is over ``max_state_bytes`` (the
-        trace touched last is always kept)."""
-        for entry in entries.values():
-            if entry.held:  # still in state
-                new = entry.estimate()
-                self._held += new - entry.held
-                entry.held = new
-        while self.held_bytes > self.max_state_bytes and len(self._traces) > 1:
-            old_id, old = self._traces.popitem(last=False)
-            self._close(old_id, old, "completed" if old.complete_at is not None else "evicted_early",
-                        "memory_budget")
-        while self.held_bytes > self.max_state_bytes and self._closed:  # ids of closed traces come last
-            self._closed.popitem(last=False)
-
-    def _expire(self, now: float) -> None:
-        limit = now - self.trace_ttl
-        while self._traces:
-            trace_id, entry = next(iter(self._traces.items()))
-            if entry.last_seen > limit:
-                break
-            del self._traces[trace_id]
-            self._close(trace_id, entry, "completed" if entry.complete_at is not None else "expired")
-        done = now - self.close_delay
-        while self._completing and self._completing[0][0] <= done:
-            at, trace_id = self._completing.popleft()
-            entry = self._traces.get(trace_id)
-            if entry is None or entry.complete_at != at:
-                continue
-            if entry.last_seen <= done:
-                del self._traces[trace_id]
-                self._close(trace_id, entry, "completed")
-            else:  # spans still arriving after the root: wait a delay after the last one
-                entry.complete_at = entry.last_seen
-                self._completing.append((entry.last_seen, trace_id))
-        self.engine.evict_idle()
-        self._sync_engine_stats()
+    def _summarised(self, summary: RunSummary) -> None:
+        """A run ended: its wasted turns and tokens, when it ended after a detection."""
+        if summary.first_detection_turn is not None:
+            labels = {"gen_ai.agent.name": summary.agent or ""}
+            self.metrics.add("progress.service.wasted.turns", summary.wasted_turns, labels)
+            self.metrics.add("progress.service.wasted.tokens", summary.wasted_tokens, labels)
 
     def _sync_engine_stats(self) -> None:
         stats = self.engine.stats
@@ -556,173 +452,54 @@ class BatchDetector:
         lineage_only: Sequence[tuple[str, str, str, str]],
         result: BatchResult,
     ) -> list[Placement]:
-        now = time.monotonic()
-        engine = self.engine
+        outcome = self.traces.replay([_Arrival(it.record, it.kind, it, (it.raw, it.resource), len(it.raw))
+                                      for it in items], lineage_only, let_others_in=self._let_others_in)
         placements: list[Placement] = []
-        entries: dict[str, _Trace] = {}
-        late = 0
-        for it in items:
-            tid = it.record.trace_id
-            if tid not in entries:
-                entries[tid], reopened = self._trace(tid, now)
-                if reopened:
-                    late += sum(1 for x in items if x.record.trace_id == tid)
-        for tid, sid, parent, name in lineage_only:
-            entry = entries.get(tid)
-            if entry is None:
-                continue
-            if sid not in entry.seen:
-                name = name[:NAME_CAP]
-                entry.names += len(name)
-                entry.lineage.add(sid, parent, SpanKind.OTHER, name)
-            if not parent:
-                self._mark_complete(entry, now)
-
-        # Deduplicate (retries) and register the batch's GenAI spans in the lineage first,
-        # so that a parent arriving in the same batch is known.
-        fresh: list[_Item] = []
-        in_batch: dict[tuple[str, str], _Item] = {}
-        duplicates = 0
-        for n, it in enumerate(items, 1):
-            if n % (8 * CHUNK_CALLS) == 0:
-                self._let_others_in()
-            rec = it.record
-            entry = entries[rec.trace_id]
-            key = (rec.trace_id, rec.span_id)
-            previous = entry.seen.get(rec.span_id)
-            if previous is not None or key in in_batch:
-                duplicates += 1
-                for det in previous or ():
-                    placements.append(Placement(det, it.loc, rec.parent_id, it.loc[0]))
-                continue
-            in_batch[key] = it
-            fresh.append(it)
-            name = rec.name[:NAME_CAP]
-            entry.names += len(name)
-            entry.lineage.add(rec.span_id, rec.parent_id, it.kind, name,
-                              agent_name(rec) if it.kind is SpanKind.AGENT else None)
-            if not rec.parent_id:
-                self._mark_complete(entry, now)
-
-        # Replay in time order: model and tool calls at their start, agents at their end.
-        timeline = sorted(
-            fresh,
-            key=lambda it: (it.record.end_ns if it.kind is SpanKind.AGENT else it.record.start_ns,
-                            2 if it.kind is SpanKind.AGENT else 1, it.record.span_id),
-        )
-        detections: list[Detection] = []
-        touched: dict[tuple[str, str], None] = {}
-        on_agents: list[tuple[_Item, list[Detection]]] = []
-        tool_calls = 0
-
-        def found(entry: _Trace, dets: Sequence[Detection]) -> None:
-            for det in dets:
-                detections.append(det)
-                if det.scope is Scope.AGENT:  # also goes on the run's agent span, when it arrives
-                    pending = entry.pending.setdefault(det.run_id, [])
-                    if len(pending) < _MAX_PENDING:
-                        pending.append(det)
-
-        for n, it in enumerate(timeline, 1):
-            if n % CHUNK_CALLS == 0:
-                self._let_others_in()
-            rec = it.record
-            entry = entries[rec.trace_id]
-            if it.kind is SpanKind.TOOL:
-                _run, agent, node, nested = entry.lineage.resolve(rec.parent_id)
-                if nested:
-                    continue
-                key = run_key(rec.attributes)
-                # A root tool call without an agent key: its client's run, across traces (and a
-                # call its producer gave a trace of its own, such as Gemini CLI's, whatever
-                # its agent attribute says).
-                group = run_group(rec) if not key or own_trace(rec) else None
-                call = read_tool_call(rec, run_id=key, agent=agent, node=node, trace_key=group)
-                tool_calls += 1
-                entry.calls += 1
-                if group is not None:
-                    found(entry, [replace(d, trace_id=rec.trace_id) for d in engine.observe(call, flush=True)])
-                    continue
-                if len(entry.runs) < 64:
-                    entry.runs.add(key)
-                found(entry, engine.observe(call))
-                touched[(rec.trace_id, key)] = None
-            elif it.kind is SpanKind.MODEL:
-                key = run_key(rec.attributes)
-                found(entry, engine.flush(rec.trace_id, key))
-                engine.record_tokens(rec.trace_id, key, read_tokens(rec))
-                touched[(rec.trace_id, key)] = None
-                if len(entry.runs) < 64:
-                    entry.runs.add(key)
-            else:  # agent
-                key = run_key(rec.attributes)
-                if not (key and engine.run_state(rec.trace_id, key) is not None):
-                    key = ""  # the trace-level run: its calls carried no agent attribute
-                found(entry, engine.flush(rec.trace_id, key))
-                parent_run = entry.lineage.parent_run(rec.span_id)
-                if not parent_run and rec.parent_id:
-                    # A sub-agent whose parent run is not known yet (it ends later): the
-                    # run-scope signature is still evaluated, at the trace level.
-                    parent_run = "\x00trace"
-                # A keyed run ends with its agent span; the trace-level run lives on until
-                # the trace closes (other agents of the trace may still add to it).
-                summary = engine.end_run(rec.trace_id, key or rec.span_id, span_id=rec.span_id,
-                                         parent_run_id=parent_run)
-                if summary is not None:
-                    found(entry, summary.detections_list)
-                mine = entry.pending.pop(key, [])
-                if mine:
-                    on_agents.append((it, mine))
-                if key:
-                    touched.pop((rec.trace_id, key), None)
-        for trace_id, key in touched:
-            found(entries[trace_id], engine.flush(trace_id, key))
-
-        # Place the detections.
-        for it in fresh:
-            entry = entries[it.record.trace_id]
-            entry.seen[it.record.span_id] = ()
-            while len(entry.seen) > self.max_spans:
-                entry.seen.popitem(last=False)
-        placed_by_span: dict[tuple[str, str], list[Detection]] = {}
-        for det in detections:
+        for arrival, previous in outcome.repeated:
+            it = arrival.ref
+            for det in previous:
+                placements.append(Placement(det, it.loc, it.record.parent_id, it.loc[0]))
+        in_batch = {(a.record.trace_id, a.record.span_id): a.ref for a in outcome.fresh}
+        placed: dict[tuple[str, str], list[Detection]] = {}
+        for det in outcome.detections:
             target = in_batch.get((det.trace_id, det.span_id))
             if target is not None:
                 placements.append(Placement(det, target.loc, target.record.parent_id, target.loc[0]))
-                placed_by_span.setdefault((det.trace_id, det.span_id), []).append(det)
+                placed.setdefault((det.trace_id, det.span_id), []).append(det)
             else:
                 # Not in this batch: an annotation span, as a child of the offending span.
                 any_loc = next((it.loc for it in items if it.record.trace_id == det.trace_id), (0, 0, 0))
                 placements.append(Placement(det, None, det.span_id, any_loc[0]))
                 self.metrics.add("progress.service.detections.detached")
-            self.metrics.add("progress.service.detections", 1, {
-                "progress.reason": det.reason.value, "progress.level": int(det.level),
-                "progress.scope": det.scope.value, "progress.event": det.event,
-            })
-        for it, dets in on_agents:
-            for det in dets:
-                placements.append(Placement(det, it.loc, it.record.parent_id, it.loc[0], on_agent=True))
-            placed_by_span.setdefault((it.record.trace_id, it.record.span_id), []).extend(dets)
-        for (trace_id, span_id), dets in placed_by_span.items():
-            entries[trace_id].seen[span_id] = tuple(dets)
-        result.new_detections.extend(detections)
-        self.metrics.add("progress.service.tool_calls", tool_calls)
-        self.metrics.add("progress.service.spans.duplicate", duplicates)
-        self.metrics.add("progress.service.spans.late", late)
+            self._count(det)
+        for arrival, dets in outcome.on_agents:
+            it = arrival.ref
+            placements.extend(Placement(det, it.loc, it.record.parent_id, it.loc[0], on_agent=True) for det in dets)
+            placed.setdefault((it.record.trace_id, it.record.span_id), []).extend(dets)
+        for (trace_id, span_id), dets in placed.items():
+            self.traces.placed(trace_id, span_id, tuple(dets))
+        result.new_detections.extend(outcome.detections)
+        self.metrics.add("progress.service.tool_calls", outcome.tool_calls)
+        self.metrics.add("progress.service.spans.duplicate", len(outcome.repeated))
+        self.metrics.add("progress.service.spans.late", outcome.late)
+        self.metrics.add("progress.service.traces.merged", outcome.merged)
         self._sync_engine_stats()
-        self._recount(entries)
-        if self._traces and next(iter(self._traces.values())).last_seen <= now - self.trace_ttl:
-            self._expire(now)
         return placements
 
+    def _count(self, det: Detection) -> None:
+        self.metrics.add("progress.service.detections", 1, {
+            "progress.reason": det.reason.value, "progress.level": int(det.level),
+            "progress.scope": det.scope.value, "progress.event": det.event,
+        })
+
     def _let_others_in(self) -> None:
-        """In a large trace: let the requests waiting for the lock in (they are of other
+        """In a large request: let the requests waiting for the lock in (they are of other
         traces: those of this trace wait for this request's turn), then queue again."""
         if self._lock.waiting():
             self._lock.release()
             self._lock.acquire()
 
-    def _mark_complete(self, entry: _Trace, now: float) -> None:
-        if entry.complete_at is None:
-            entry.complete_at = now
-            self._completing.append((now, entry.trace_id))
+
+def _decode_held(keep: tuple[bytes, Mapping[str, Any] | None]) -> SpanRecord:
+    """The record of a span held for the merge window (its bytes, its resource)."""
+    return span_record(trace_pb2.Span.FromString(keep[0]), keep[1])

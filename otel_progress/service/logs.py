@@ -31,7 +31,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +44,11 @@ from ..engine import ProgressEngine
 from ..limits import clip_chars
 from ..logs import event_names, read_log
 from ..logs.adapters_proto import records_from_proto
-from ..logs.tracker import LogRunTracker
 from ..model import Detection
+from ..runs.budget import StateBudget
+from ..runs.identity import log_session
+from ..runs.logruns import SESSION_END_EVENTS, LogRunTracker, RunEnd
+from ..runs.model import RunModel
 from .forwarder import UnaryExporter
 from .metrics import ServiceMetrics
 from .otlp import key_values
@@ -67,9 +70,11 @@ ExportLogsServiceResponse = logs_service_pb2.ExportLogsServiceResponse
 RUN_ID_ATTRIBUTES = ("session.id", "prompt.id", "prompt_id", "conversation.id", "conversation_id")
 _MAX_VALUE = 256
 _SEVERITY_WARN = logs_pb2.SEVERITY_NUMBER_WARN
-_EVENT_NAMES = event_names()
+_EVENT_NAMES = event_names() | SESSION_END_EVENTS
 #: Tool call ids remembered with their detections (to re-place them on a redelivery).
 _MAX_PLACED = 16_384
+_PLACED_BYTES = 600  # one remembered placement (estimated)
+Loc = tuple[int, int, int]
 
 
 class MalformedLogsRequest(ValueError):
@@ -146,18 +151,28 @@ class _RunPlace:
 
 
 class LogsDetector:
-    """Detection over ``ExportLogsServiceRequest`` bytes (thread-safe; one per service)."""
+    """Detection over ``ExportLogsServiceRequest`` bytes (thread-safe; one per service).
 
-    def __init__(self, engine: ProgressEngine, metrics: ServiceMetrics, *, idle_seconds: float = 3600.0,
-                 max_runs: int | None = None) -> None:
-        self.engine = engine
+    ``engine``: the run model shared with the trace path (so that one agent's logs and
+    traces are reported once), or an engine. ``budget``: the memory budget shared with the
+    traces (``--max-state-mib``): the log runs' estimate is its ``logs`` part, and past it
+    the least recently seen log runs end early (through the engine: what they found is
+    kept), counted in ``progress.service.log_runs.ended_early``."""
+
+    def __init__(self, engine: RunModel | ProgressEngine, metrics: ServiceMetrics, *, idle_seconds: float = 3600.0,
+                 max_runs: int | None = None, budget: StateBudget | None = None) -> None:
+        self.model = engine if isinstance(engine, RunModel) else RunModel(engine)
+        self.engine = self.model.engine
         self.metrics = metrics
-        self.tracker = LogRunTracker(engine, reorder_window=1 << 30, idle_seconds=idle_seconds, max_runs=max_runs)
+        self.budget = budget if budget is not None else StateBudget(1 << 62)
+        self.tracker = LogRunTracker(self.model, reorder_window=1 << 30, idle_seconds=idle_seconds,
+                                     max_runs=max_runs)
         self._lock = threading.Lock()
         # (run key, tool call id) -> the detections placed on that call (call ids are only
         # unique within a run)
         self._placed: OrderedDict[tuple[str, str], tuple[Detection, ...]] = OrderedDict()
         self._places: dict[str, _RunPlace] = {}
+        self.metrics.gauge_callback("progress.service.state.log_runs", lambda: len(self.tracker.runs))
 
     def process(self, raw: bytes) -> LogsResult:
         """Read, detect and annotate one request (``result.request`` is the decoded message,
@@ -167,43 +182,8 @@ class LogsDetector:
         except Exception as exc:
             raise MalformedLogsRequest(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
         result = LogsResult(request=request)
-        locations: dict[tuple[str, str], tuple[int, int, int]] = {}
-        replays: list[tuple[tuple[int, int, int], Detection]] = []
-        touched: dict[str, tuple[int, int]] = {}
-        found: list[Detection] = []
         with self._lock:
-            result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
-            for ri, si, li, view in records_from_proto(request, names=_EVENT_NAMES):
-                observation = read_log(view)
-                if observation is None or observation.kind not in ("tool", "tokens"):
-                    continue
-                result.observed += 1
-                touched[observation.run_key] = (ri, si)  # the run's latest record in this request
-                if observation.kind == "tool":
-                    call_id = self.tracker.call_id(observation, view)
-                    locations[(observation.run_key, call_id)] = (ri, si, li)
-                    for det in self._placed.get((observation.run_key, call_id), ()):
-                        replays.append(((ri, si, li), det))
-                dets, ended = self.tracker.add_observation(observation, view)
-                found.extend(dets)
-                for end in ended:
-                    found.extend(end.detections)
-                    self._places.pop(end.run.run_key, None)
-            for key, (ri, si) in touched.items():
-                found.extend(self.tracker.release(key))
-                rl = request.resource_logs[ri]
-                place = self._places.setdefault(key, _RunPlace())
-                place.resource = resource_pb2.Resource()
-                place.resource.CopyFrom(rl.resource)
-                place.scope = common_pb2.InstrumentationScope()
-                place.scope.CopyFrom(rl.scope_logs[si].scope)
-            for det in found:
-                key = (det.run_id, det.span_id)
-                self._placed[key] = (*self._placed.get(key, ()), det)
-                self._placed.move_to_end(key)
-            while len(self._placed) > _MAX_PLACED:
-                self._placed.popitem(last=False)
-            places = {key: self._places[key] for key in touched if key in self._places}
+            found, locations, replays, places = self._run(request, result)
         self.metrics.add("progress.service.log_records.received", result.records)
         self.metrics.add("progress.service.log_records.read", result.observed)
         placements = [(locations.get((det.run_id, det.span_id)), det) for det in found] + replays
@@ -218,6 +198,83 @@ class LogsDetector:
         result.detections = [d for _, d in placements]
         result.new_detections = found
         return result
+
+    def _run(self, request: Any, result: LogsResult) -> tuple[list[Detection], dict[tuple[str, str], Loc],
+                                                              list[tuple[Loc, Detection]], dict[str, _RunPlace]]:
+        """The run stage (lock held): the request's records through the log runs; the
+        detections, where the request's tool records are, the detections to place again
+        (a retried request) and where each touched run's detection records go."""
+        locations: dict[tuple[str, str], Loc] = {}
+        replays: list[tuple[Loc, Detection]] = []
+        touched: dict[str, tuple[int, int]] = {}
+        found: list[Detection] = []
+        tracker = self.tracker
+        result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+        for ri, si, li, view in records_from_proto(request, names=_EVENT_NAMES):
+            if view.event_name in SESSION_END_EVENTS:
+                found.extend(self._ended(tracker.end_session(log_session(view.attributes))))
+                continue
+            observation = read_log(view)
+            if observation is None or observation.kind not in ("tool", "tokens"):
+                continue
+            result.observed += 1
+            touched[observation.run_key] = (ri, si)  # the run's latest record in this request
+            if observation.kind == "tool":
+                call_id = tracker.call_id(observation, view)
+                locations[(observation.run_key, call_id)] = (ri, si, li)
+                replays.extend(((ri, si, li), det) for det in self._placed.get((observation.run_key, call_id), ()))
+            dets, ended = tracker.add_observation(observation, view)
+            found.extend(dets)
+            found.extend(self._ended(ended))
+        for key, (ri, si) in touched.items():
+            found.extend(tracker.release(key))
+            rl = request.resource_logs[ri]
+            place = self._places.setdefault(key, _RunPlace())
+            place.resource = resource_pb2.Resource()
+            place.resource.CopyFrom(rl.resource)
+            place.scope = common_pb2.InstrumentationScope()
+            place.scope.CopyFrom(rl.scope_logs[si].scope)
+        found = self.model.reported(found)
+        for det in found:
+            key = (det.run_id, det.span_id)
+            self._placed[key] = (*self._placed.get(key, ()), det)
+            self._placed.move_to_end(key)
+        while len(self._placed) > _MAX_PLACED:
+            self._placed.popitem(last=False)
+        places = {key: self._places[key] for key in touched if key in self._places}
+        found.extend(self._make_room(touched))
+        return found, locations, replays, places
+
+    def _ended(self, ended: Sequence[RunEnd]) -> list[Detection]:
+        """Runs that ended: their last detections; those ended early are counted."""
+        out: list[Detection] = []
+        for end in ended:
+            out.extend(end.detections)
+            self._places.pop(end.run.run_key, None)
+            if end.why in ("max_runs", "memory_budget"):
+                self.metrics.add("progress.service.log_runs.ended_early", 1, {"reason": end.why})
+        return out
+
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes the log runs hold (the tracker's runs and their places)."""
+        return self.tracker.held_bytes + _PLACED_BYTES * len(self._placed)
+
+    def _make_room(self, keep: Mapping[str, Any]) -> list[Detection]:
+        """Account the log runs in the budget; while over it, end the least recently seen
+        runs early (not those of this request); their last detections (detached)."""
+        out: list[Detection] = []
+        self.budget.set("logs", self.held_bytes)
+        while self.budget.over() and len(self.tracker.runs) > len(keep):
+            key = next(iter(self.tracker.runs))
+            if key in keep:
+                self.tracker.runs.move_to_end(key)
+                continue
+            dets = self.model.reported(self._ended(self.tracker.evict(1)))
+            out.extend(dets)
+            self.metrics.add("progress.service.detections.detached", len(dets))
+            self.budget.set("logs", self.held_bytes)
+        return out
 
     def _place(self, request: Any, loc: tuple[int, int, int] | None, det: Detection, place: _RunPlace | None) -> None:
         if loc is not None:
@@ -261,10 +318,8 @@ class LogsDetector:
         """End the runs idle for longer than the TTL; returns their last detections (they
         have no request to go in: counted as detached)."""
         with self._lock:
-            ended = self.tracker.end_idle(now)
-            for end in ended:
-                self._places.pop(end.run.run_key, None)
-        out = [d for end in ended for d in end.detections]
+            out = self.model.reported(self._ended(self.tracker.end_idle(now)))
+            self.budget.set("logs", self.held_bytes)
         if out:
             self.metrics.add("progress.service.detections.detached", len(out))
         return out

@@ -78,11 +78,22 @@ METRICS: tuple[MetricDef, ...] = (
               "Traces dropped after the idle TTL without their root span."),
     MetricDef("progress.service.traces.completed", "counter", "1",
               "Traces closed after their root span arrived (and the close delay passed)."),
+    MetricDef("progress.service.traces.merged", "counter", "1",
+              "Traces analysed again whole because a request brought a late span or settled a provisional"
+              " run otherwise than guessed (within --merge-window; docs/runs.md)."),
+    MetricDef("progress.service.log_runs.ended_early", "counter", "1",
+              "Log runs ended before they were idle, by reason: max_runs (the engine's) or memory_budget"
+              " (--max-state-mib). Each is ended through the engine: what it found is kept."),
+    MetricDef("progress.service.wasted.turns", "counter", "{turn}",
+              "Turns runs spent after their first detection, counted when the run ends, by gen_ai.agent.name."),
+    MetricDef("progress.service.wasted.tokens", "counter", "{token}",
+              "Tokens runs burned after their first detection, counted when the run ends, by gen_ai.agent.name."),
     MetricDef("progress.service.state.traces", "gauge", "1", "Traces held in state."),
     MetricDef("progress.service.state.runs", "gauge", "1", "Agent runs held in the engine."),
     MetricDef("progress.service.state.spans", "gauge", "1", "Spans remembered in per-trace lineage tables."),
     MetricDef("progress.service.state.bytes", "gauge", "By",
-              "Estimated bytes of the state held (what --max-state-mib bounds)."),
+              "Estimated bytes of the state held, traces and log runs (what --max-state-mib bounds)."),
+    MetricDef("progress.service.state.log_runs", "gauge", "1", "Runs of log input held."),
     MetricDef("progress.service.forward.failures", "counter", "1",
               "Forwards to the downstream endpoint that failed, by gRPC code and outcome (retry: answered"
               " UNAVAILABLE, the sender retries; permanent: answered with the downstream's code, dropped)."),

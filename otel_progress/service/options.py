@@ -61,6 +61,7 @@ class ServiceConfig:
     max_spans_per_trace: int = 10_000
     trace_ttl: float = 300.0
     close_delay: float = 30.0
+    merge_window: float = 10.0
     batch_cache: int = 4096
     max_state_mib: int = 384
     drain_timeout: float = 10.0
@@ -97,7 +98,7 @@ class ServiceConfig:
         for name in ("forward_timeout", "metrics_interval", "trace_ttl"):
             if getattr(self, name) <= 0:
                 raise ServiceConfigError(f"{name}: must be > 0, got {getattr(self, name)!r}")
-        for name in ("retry_after", "close_delay", "drain_timeout"):
+        for name in ("retry_after", "close_delay", "merge_window", "drain_timeout"):
             if getattr(self, name) < 0:
                 raise ServiceConfigError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -187,6 +188,9 @@ OPTIONS: tuple[_Opt, ...] = (
     _Opt("max_spans_per_trace", "spans remembered per trace for lineage and retries (default 10000)", "N"),
     _Opt("trace_ttl", "seconds a trace without new spans is kept (default 300)", "SECONDS"),
     _Opt("close_delay", "seconds a trace is kept after its root span arrived (default 30)", "SECONDS"),
+    _Opt("merge_window", "seconds a trace's spans are held after its latest span, so that a late span of it"
+         " is merged and the trace analysed again whole (default 10; 0: late spans are replayed as they come)",
+         "SECONDS"),
     _Opt("max_state_mib", "memory budget of the state held (traces, runs, lineage), MiB, as estimated;"
          " beyond it the least recently used traces are evicted (default 384: fits the 1 GiB limit of"
          " collector-config/k8s)", "MIB"),

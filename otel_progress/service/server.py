@@ -39,6 +39,8 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from .. import __version__
 from ..config import Config, ConfigError
 from ..engine import ProgressEngine
+from ..runs.budget import StateBudget
+from ..runs.model import RunModel
 from .annotate import annotated_request, annotation_span
 from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
@@ -101,15 +103,18 @@ class ProgressService:
             engine_config = Config.from_env(base=base)
         self.metrics = ServiceMetrics()
         self.engine = ProgressEngine(engine_config)
+        # One run model and one memory budget for traces and logs (one agent's logs and
+        # traces are reported once; --max-state-mib bounds both).
+        model, budget = RunModel(self.engine), StateBudget(cfg.max_state_mib * 1024 * 1024)
         self.detector = BatchDetector(
             self.engine, self.metrics,
             max_traces=cfg.max_traces, max_spans_per_trace=cfg.max_spans_per_trace,
-            trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, batch_cache=cfg.batch_cache,
-            max_state_bytes=cfg.max_state_mib * 1024 * 1024,
+            trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, merge_window=cfg.merge_window,
+            batch_cache=cfg.batch_cache, max_state_bytes=cfg.max_state_mib * 1024 * 1024, model=model, budget=budget,
         )
-        # A coding agent's run has no end event: it ends when idle for the engine's run TTL (a
-        # user's approval or a long model turn can pause a run for minutes).
-        self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=engine_config.run_ttl_seconds)
+        # A coding agent's run ends when idle for the engine's run TTL (a user's approval or a
+        # long model turn can pause a run for minutes), or at its session's end event.
+        self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget)
         self._logs_forwarder: LogsForwarder | None = None
         self._logs_tap: LogsTap | None = None
         self._token = cfg.token()

@@ -211,9 +211,10 @@ def test_rebatched_redelivery_is_deduplicated_per_span(make_service, downstream,
     assert prom_value(metrics, "progress_service_spans_duplicate_total") == 6 + 12 + 4
 
 
-def test_spans_out_of_order_are_ordered_within_a_batch_and_late_ones_counted(
-        make_service, downstream, client_for):
-    svc = make_service(forward_endpoint=downstream.endpoint)
+@pytest.mark.parametrize("merge_window", [10.0, 0.0])
+def test_spans_out_of_order_are_ordered_within_a_batch_and_late_ones_merged(
+        make_service, downstream, client_for, merge_window):
+    svc = make_service(forward_endpoint=downstream.endpoint, merge_window=merge_window)
     client = client_for(svc)
     loop = loop_trace(14, turns=6)
     tools = [s for s in loop if s.name.startswith("execute_tool")]
@@ -222,11 +223,16 @@ def test_spans_out_of_order_are_ordered_within_a_batch_and_late_ones_counted(
     got = downstream.requests()[-1]
     assert sorted((s, a["progress.turn"]) for s, _, a in detections_on(got)) == [
         ("00000000000000ca", 2), ("00000000000000cc", 4)]
-    # a tool call that started before the run's latest step arrives later: folded, counted
+    # A tool call that started before the run's latest step arrives later: within the merge
+    # window the trace is analysed again whole (the detections already reported are not
+    # reported again); with no window it is folded into the run as it comes, counted late.
     late = tool_span(14, 250, 1, 0, args={"q": "something else"})
     client.export(request([late]))
     metrics = http_get(f"http://127.0.0.1:{svc.health_port}/metrics")[1]
-    assert prom_value(metrics, "progress_service_spans_late_total") == 1
+    merged = merge_window > 0
+    assert prom_value(metrics, "progress_service_traces_merged_total") == (1 if merged else 0)
+    assert prom_value(metrics, "progress_service_spans_late_total") == (0 if merged else 1)
+    assert prom_value(metrics, "progress_service_detections_total") == 2
 
 
 def test_gzip_and_requests_larger_than_4_mib(make_service, downstream, client_for):
