@@ -375,11 +375,13 @@ class _Scan:
                 self.reports[key] = ((1 << 62, 2, key), report)
 
     def _one_report_per_loop(self) -> None:
-        """Of one agent session's logs and traces, only the richer signal's detections."""
-        model = self.model
-        for _, report in self.reports.values():
-            if not is_group_key(report.trace_id):
-                report.detections = model.reported(report.detections)
+        """Of one agent session's logs and traces, only one signal's detections: the
+        richer one's, if it detected anything (:meth:`RunModel.final`)."""
+        reports = [rep for _, rep in self.reports.values()]
+        dropped = self.model.final(d for rep in reports for d in rep.detections)
+        if dropped:
+            for rep in reports:
+                rep.detections = [d for d in rep.detections if id(d) not in dropped]
 
     def _analyse(self, trace: AssembledTrace, again: bool = False) -> None:
         spans = list(trace.spans.values())

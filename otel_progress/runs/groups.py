@@ -35,7 +35,7 @@ class HeldGroups:
         self._calls: dict[str, dict[str, tuple[ToolCall, str | None, str]]] = {}
         self._held = 0
         self._early: dict[str, list[Detection]] = {}  # detections of calls fed past the bound
-        self._trace_of: dict[str, str] = {}  # span id of a call fed -> its real trace id
+        self._trace_of: dict[str, tuple[str, str | None]] = {}  # span id of a call fed -> (real trace, session)
 
     def __len__(self) -> int:
         return self._held
@@ -63,13 +63,13 @@ class HeldGroups:
 
     def _feed(self, entry: tuple[ToolCall, str | None, str]) -> list[Detection]:
         call, session, trace_id = entry
-        self._trace_of[call.span_id] = trace_id
+        self._trace_of[call.span_id] = (trace_id, session)
         return self.model.tool(call, flush=True, session=session)
 
     def finish(self) -> Iterator[tuple[str, list[Detection], list[RunSummary]]]:
         """The input is over: replay each grouped run's calls in time order and end it;
-        yields ``(key, detections, summaries)`` per run: the detections that are reported
-        (:meth:`RunModel.keep`), placed on their real traces."""
+        yields ``(key, detections, summaries)`` per run, the detections placed on their
+        real traces."""
         model = self.model
         for key in sorted(set(self._calls) | set(self._early)):
             dets = self._early.pop(key, [])
@@ -79,7 +79,10 @@ class HeldGroups:
             ended, summaries = model.end_trace(key)
             dets.extend(ended)
             self._held -= len(calls)
-            trace_of = self._trace_of
-            yield key, [replace(d, trace_id=trace_of.get(d.span_id, d.trace_id)) for d in dets if model.keep(d)], \
-                summaries
+            placed = []
+            for det in dets:
+                trace_id, session = self._trace_of.get(det.span_id, (det.trace_id, None))
+                placed.append(replace(det, trace_id=trace_id))
+                model.tag_all(placed[-1:], session)
+            yield key, placed, summaries
         self._trace_of.clear()

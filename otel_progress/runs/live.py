@@ -395,6 +395,7 @@ class RunTracker:
                 self.groups.move_to_end(group)
                 if dets:
                     dets = [replace(d, trace_id=rec.trace_id) for d in dets]
+                    model.tag_all(dets, span_session(attrs))
             more = self._maybe_evict()
         for det in more:
             self._emit(det)

@@ -59,7 +59,7 @@ SESSION_END_EVENTS = frozenset({"session.end"})
 # Estimated bytes of one open log run (the tracker's entry, the engine's trace and run
 # state, the service's annotation place) and of one buffered observation (its call, with
 # arguments): calibrated with tracemalloc (tests/service/test_faults.py).
-LOG_RUN_BYTES = 12 * 1024
+LOG_RUN_BYTES = 6 * 1024
 OBSERVATION_BYTES = 1024
 _MAX_REFS = 4096
 

@@ -70,6 +70,13 @@ class RunModel:
             if len(tags) > _MAX_TAGS:
                 tags.popitem(last=False)
 
+    def tag_all(self, dets: Iterable[Detection], session: str | None, signal: int = SPANS) -> None:
+        """Note the session of detections placed on another trace than their run's engine key
+        (a grouped run's detections go on their real trace)."""
+        if session is not None:
+            for det in dets:
+                self.tag(det.trace_id, det.run_id, session, signal)
+
     def flush(self, trace: str, run: str | None = None) -> list[Detection]:
         """A model call of the run started (or a batch ended): its buffered calls are a
         complete step."""
@@ -101,18 +108,39 @@ class RunModel:
 
     # -- reporting ------------------------------------------------------------------------
 
+    def _tag_of(self, det: Detection) -> tuple[str, int] | None:
+        return self._tags.get((det.trace_id, det.run_id)) if self._tags else None
+
     def keep(self, det: Detection) -> bool:
-        """Whether a detection is reported (one loop, one report: :mod:`.signals`)."""
-        if not self._tags:
-            return True
-        tag = self._tags.get((det.trace_id, det.run_id))
-        return tag is None or self.arbiter.keep(tag[0], tag[1])
+        """Streaming (serve, the processor): whether a detection is reported now (one loop,
+        one report: the first signal to report for an agent session reports for it)."""
+        tag = self._tag_of(det)
+        return tag is None or self.arbiter.first(tag[0], tag[1])
 
     def reported(self, dets: Iterable[Detection]) -> list[Detection]:
-        """The detections that are reported."""
+        """Streaming: the detections that are reported (:meth:`keep`)."""
         if not self._tags:
             return dets if isinstance(dets, list) else list(dets)
         return [d for d in dets if self.keep(d)]
+
+    def final(self, dets: Iterable[Detection]) -> set[int]:
+        """At the end of the input (scan): the ``id()`` of the detections not reported, of
+        agent sessions whose other signal reports (the richer one that detected anything)."""
+        dets = list(dets)
+        detected: dict[str, set[int]] = {}
+        for det in dets:
+            tag = self._tag_of(det)
+            if tag is not None:
+                detected.setdefault(tag[0], set()).add(tag[1])
+        winners = {session: self.arbiter.winner(session, signals) for session, signals in detected.items()
+                   if len(signals) > 1}
+        dropped: set[int] = set()
+        if winners:
+            for det in dets:
+                tag = self._tag_of(det)
+                if tag is not None and tag[0] in winners and winners[tag[0]] != tag[1]:
+                    dropped.add(id(det))
+        return dropped
 
     def evictions(self) -> int:
         """Runs the engine dropped unfinished (its ``max_runs`` and idle limits) since the

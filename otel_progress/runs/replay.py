@@ -153,6 +153,7 @@ class Replay:
         held = self.group(group, call, span) if self.group is not None else None
         if held is None:
             held = [replace(d, trace_id=span.trace_id) for d in model.tool(call, flush=True, session=session)]
+            model.tag_all(held, session)
         self.report.groups.setdefault(group, []).extend(held)
 
     def model_start(self, span: SpanRecord) -> None:

@@ -7,12 +7,16 @@ runs (their boundaries differ: a log run is one prompt, a trace may group a sess
 one loop would be reported once per signal.
 
 :class:`SignalArbiter` keeps, per agent session (the session id both signals carry, see
-:mod:`.identity`), the richest evidence each signal has brought so far (content over
-arguments over names, :func:`~otel_progress.runs.identity.evidence_rank`), and reports the
-detections of one signal only: the richer one, spans on a tie. A scan decides at the end,
-on everything it read; the service decides when it reports, on what it has seen by then
-(a loop already reported on the logs before the first span of the session arrived stays
-reported).
+:mod:`.identity`), the richest evidence each signal has brought (content over arguments
+over names, :func:`~otel_progress.runs.identity.evidence_rank`), and lets one signal
+report for the session:
+
+* a scan decides at the end, on everything it read (:meth:`SignalArbiter.winner`): the
+  richer signal (spans on a tie) if it detected anything, else the other one;
+* the service and the processor decide as they report (:meth:`SignalArbiter.first`): the
+  signal that reported first for the session goes on reporting (its escalations), the
+  other one's detections for the session are not reported. The richer signal is usually
+  the first to detect (a repeat with whole results is provable before a repeated request).
 """
 
 from __future__ import annotations
@@ -23,40 +27,55 @@ __all__ = ["LOGS", "SIGNAL_NAMES", "SPANS", "SignalArbiter"]
 
 SPANS, LOGS = 0, 1
 SIGNAL_NAMES = ("spans", "logs")
+_NONE = -1
 
 
 class SignalArbiter:
-    """Per agent session, the signal whose detections are reported (bounded: the least
-    recently seen sessions are forgotten first, and then both signals report)."""
+    """Per agent session, the evidence each signal brought and which signal reports
+    (bounded: the least recently seen sessions are forgotten first; a forgotten session's
+    signals both report)."""
 
     def __init__(self, max_sessions: int = 65_536) -> None:
-        self._best: OrderedDict[str, list[int]] = OrderedDict()
+        # session -> [best rank of spans, best rank of logs, the signal that reported first]
+        self._sessions: OrderedDict[str, list[int]] = OrderedDict()
         self._max = max_sessions
 
     def __len__(self) -> int:
-        return len(self._best)
+        return len(self._sessions)
+
+    def _entry(self, session: str) -> list[int]:
+        entry = self._sessions.get(session)
+        if entry is None:
+            entry = self._sessions[session] = [0, 0, _NONE]
+            if len(self._sessions) > self._max:
+                self._sessions.popitem(last=False)
+        return entry
 
     def saw(self, session: str, signal: int, rank: int) -> None:
         """A tool call of ``session`` came through ``signal`` with evidence ``rank``."""
-        best = self._best.get(session)
-        if best is None:
-            best = self._best[session] = [0, 0]
-            if len(self._best) > self._max:
-                self._best.popitem(last=False)
-        if rank > best[signal]:
-            best[signal] = rank
-
-    def keep(self, session: str | None, signal: int) -> bool:
-        """Whether a detection of ``session`` that came through ``signal`` is reported."""
-        if session is None:
-            return True
-        best = self._best.get(session)
-        if best is None:
-            return True
-        mine, other = best[signal], best[1 - signal]
-        return other == 0 or mine > other or (mine == other and signal == SPANS)
+        entry = self._entry(session)
+        if rank > entry[signal]:
+            entry[signal] = rank
 
     def both(self, session: str) -> bool:
-        """Whether both signals of ``session`` have been seen."""
-        best = self._best.get(session)
-        return best is not None and best[0] > 0 and best[1] > 0
+        """Whether both signals of ``session`` have brought tool calls."""
+        entry = self._sessions.get(session)
+        return entry is not None and entry[SPANS] > 0 and entry[LOGS] > 0
+
+    def first(self, session: str | None, signal: int) -> bool:
+        """Streaming: whether a detection of ``session`` through ``signal`` is reported (no
+        other signal reported for the session before it)."""
+        if session is None:
+            return True
+        entry = self._entry(session)
+        if entry[2] == _NONE:
+            entry[2] = signal
+        return entry[2] == signal
+
+    def winner(self, session: str, detected: set[int]) -> int | None:
+        """At the end: the signal whose detections of ``session`` are reported, given the
+        signals that ``detected`` something (None: neither)."""
+        if len(detected) < 2:
+            return next(iter(detected), None)
+        entry = self._sessions.get(session, [0, 0, _NONE])
+        return LOGS if entry[LOGS] > entry[SPANS] else SPANS

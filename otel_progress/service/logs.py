@@ -73,7 +73,7 @@ _SEVERITY_WARN = logs_pb2.SEVERITY_NUMBER_WARN
 _EVENT_NAMES = event_names() | SESSION_END_EVENTS
 #: Tool call ids remembered with their detections (to re-place them on a redelivery).
 _MAX_PLACED = 16_384
-_PLACED_BYTES = 600  # one remembered placement (estimated)
+_PLACED_BYTES = 900  # one remembered placement (estimated, as LOG_RUN_BYTES)
 Loc = tuple[int, int, int]
 
 
@@ -262,17 +262,22 @@ class LogsDetector:
 
     def _make_room(self, keep: Mapping[str, Any]) -> list[Detection]:
         """Account the log runs in the budget; while over it, end the least recently seen
-        runs early (not those of this request); their last detections (detached)."""
+        runs early (not those of this request; the oldest remembered placements go with
+        them), then forget placements; the ended runs' last detections (detached)."""
         out: list[Detection] = []
         self.budget.set("logs", self.held_bytes)
-        while self.budget.over() and len(self.tracker.runs) > len(keep):
-            key = next(iter(self.tracker.runs))
-            if key in keep:
-                self.tracker.runs.move_to_end(key)
-                continue
-            dets = self.model.reported(self._ended(self.tracker.evict(1)))
-            out.extend(dets)
-            self.metrics.add("progress.service.detections.detached", len(dets))
+        runs, placed = self.tracker.runs, self._placed
+        while self.budget.over() and (len(runs) > len(keep) or placed):
+            if len(runs) > len(keep):
+                key = next(iter(runs))
+                if key in keep:
+                    runs.move_to_end(key)
+                    continue
+                dets = self.model.reported(self._ended(self.tracker.evict(1)))
+                out.extend(dets)
+                self.metrics.add("progress.service.detections.detached", len(dets))
+            for _ in range(min(len(placed), 4)):
+                placed.popitem(last=False)
             self.budget.set("logs", self.held_bytes)
         return out
 

@@ -1,146 +1,157 @@
-"""Runs without an agent span: root tool calls grouped by what they share, through the key
-itself, ``otel-progress scan`` and the in-process processor.
+"""Runs without an agent span: root tool calls are grouped by the conversation they name,
+never by the process, the host or the connection that carries them.
 
-The scan case is OpenLLMetry's MCP client (``opentelemetry-instrumentation-mcp``: each
-``call_tool`` a root span ``{tool}.tool`` of its own trace)."""
+The spans are those of OpenLLMetry's MCP client instrumentation (each ``call_tool`` a root
+span ``{tool}.tool`` of its own trace), made by a long-lived client process that serves
+many sessions at once, on threads, under the real SDK with the progress processor; the
+same spans are then exported to the service (OTLP protobuf, in batches mixing sessions, as
+a BatchSpanProcessor sends them) and written for ``otel-progress scan`` (OTLP/JSON). An
+application names a session's conversation by putting ``gen_ai.conversation.id`` in the
+baggage, and OpenTelemetry's ``BaggageSpanProcessor`` copies it onto every span."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
+from google.protobuf import json_format
+
+from otel_progress import Config, ProgressEngine
 from otel_progress.conventions import group_key
 from otel_progress.scan import scan_paths
+from otel_progress.service.detector import BatchDetector
 
 from .helpers import record
-from .otlp import T0, S, root_span_request, write
+
+RESOURCE = {"service.name": "support-chat", "service.instance.id": "pod-7f3c", "host.name": "node-1",
+            "process.pid": 4242}
 
 
-def test_key_precedence() -> None:
-    res = {"service.name": "c", "service.instance.id": "inst-1", "host.name": "h", "process.pid": 42}
-    assert group_key(record("t", {"mcp.session.id": "s1", "gen_ai.conversation.id": "c1"}, resource=res)) \
-        == "group:mcp.session.id=s1"
-    assert group_key(record("t", {"gen_ai.conversation.id": "c1"}, resource=res)) == "group:gen_ai.conversation.id=c1"
-    assert group_key(record("t", {"session.id": "x"}, resource=res)) == "group:session.id=x"
-    assert group_key(record("t", {}, resource=res)) == "group:service.instance.id=inst-1"
-    assert group_key(record("t", {}, resource={"service.name": "c", "host.name": "h", "process.pid": 42})) \
-        == "group:process=c@h#42"
-    assert group_key(record("t", {}, resource={"service.name": "c"})) is None
-    assert group_key(record("t", {"mcp.session.id": "s1"}, parent="ab" * 8)) is None
-    odd = record("t", {"mcp.session.id": ["not", "text"]}, resource=res)
-    assert group_key(odd) == "group:service.instance.id=inst-1"
+def test_key_is_the_conversation_and_nothing_else() -> None:
+    assert group_key(record("t", {"gen_ai.conversation.id": "c1", "session.id": "s1"}, resource=RESOURCE)) \
+        == "group:gen_ai.conversation.id=c1"
+    assert group_key(record("t", {"session.id": "x"}, resource=RESOURCE)) == "group:session.id=x"
+    # a process, a host, a connection (an MCP transport session) never groups
+    assert group_key(record("t", {}, resource=RESOURCE)) is None
+    assert group_key(record("t", {"mcp.session.id": "4f1c"}, resource=RESOURCE)) is None
+    assert group_key(record("t", {"gen_ai.conversation.id": "c1"}, parent="ab" * 8)) is None  # under a parent
+    assert group_key(record("t", {"gen_ai.conversation.id": ["not", "text"]}, resource=RESOURCE)) is None
 
 
-def _mcp_call(i: int, instance: str, query: str = "x", result: str = "0 results") -> dict:
-    return root_span_request(f"{instance}-{i}", "search.tool", {
-        "traceloop.span.kind": "tool", "traceloop.entity.name": "search",
-        "traceloop.entity.input": json.dumps({"tool_name": "search", "arguments": {"q": query}}),
-        "traceloop.entity.output": json.dumps({"result": result})},
-        {"service.name": "mcp-client", "service.instance.id": instance}, T0 + i * S)
+def _call(tracer: Any, query: str, result: str, extra: dict[str, Any]) -> None:
+    with tracer.start_as_current_span("search_docs.tool", attributes={
+            "traceloop.span.kind": "tool", "traceloop.entity.name": "search_docs",
+            "traceloop.entity.input": json.dumps({"tool_name": "search_docs", "arguments": {"query": query}}),
+            "traceloop.entity.output": json.dumps({"result": result}), **extra}):
+        pass
 
 
-def test_scan_groups_one_clients_root_tool_calls(tmp_path: Path) -> None:
-    requests = [_mcp_call(i, "client-a") for i in range(5)]
-    trace_ids = {r["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] for r in requests}
-    result = scan_paths([str(write(tmp_path / "a.jsonl", requests))])
-    assert result.detections, "five identical calls of one client are one run"
-    assert all(d.trace_id in trace_ids for d in result.detections)  # the real trace, not the group key
-    groups = [rep for rep in result.reports if rep.trace_id == "group:service.instance.id=client-a"]
-    assert groups and groups[0].runs[0].turns == 5
+def _session(tracer: Any, name: str, calls: list[tuple[str, str]], how: str, start: threading.Barrier) -> None:
+    from opentelemetry import baggage, context
+
+    extra: dict[str, Any] = {"mcp.session.id": f"mcp-{name}"} if how == "mcp" else {}
+    token = context.attach(baggage.set_baggage("gen_ai.conversation.id", name)) if how == "baggage" else None
+    try:
+        start.wait(10)
+        for query, result in calls:
+            _call(tracer, query, result, extra)
+    finally:
+        if token is not None:
+            context.detach(token)
 
 
-def test_scan_keeps_different_clients_apart(tmp_path: Path) -> None:
-    requests = [_mcp_call(i, f"client-{i}") for i in range(5)]
-    assert scan_paths([str(write(tmp_path / "b.jsonl", requests))]).detections == []
+def _healthy(n: int) -> list[tuple[str, str]]:
+    """A healthy session: the common first question, then questions of its own."""
+    return [("refund policy", "Refunds within 30 days."), *((f"order {n}-{i}", f"order {n}-{i}: shipped {i}")
+                                                            for i in range(3))]
 
 
-def test_scan_healthy_client_is_left_alone(tmp_path: Path) -> None:
-    requests = [_mcp_call(i, "client-a", query=f"q{i}", result=f"doc-{i}: text {i}") for i in range(5)]
-    result = scan_paths([str(write(tmp_path / "c.jsonl", requests))])
-    assert result.detections == []
-    assert [r.turns for rep in result.reports for r in rep.runs] == [5]
+LOOP = [("refund policy", "Refunds within 30 days.")] * 6
 
 
-def _run_client(instance: str, queries: list[str], results: list[str], analysis: str) -> tuple[list, list]:
-    """An MCP-client-like program under the real SDK: each tool call a root span of its own
-    trace (OpenLLMetry's MCP shape), the progress processor wrapping an in-memory export."""
+def _client_process(sessions: dict[str, list[tuple[str, str]]], how: str) -> tuple[list[Any], list[Any]]:
+    """One client process serving every session at once (a thread each); what its
+    processor detected, and the spans it exported."""
+    from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_progress.config import Config
-    from otel_progress.processor import ProgressSpanProcessor
+    from otel_progress import ProgressSpanProcessor
 
     exporter = InMemorySpanExporter()
-    seen: list = []
-    provider = TracerProvider(resource=Resource.create({"service.name": "mcp-client", "service.instance.id": instance}),
-                              shutdown_on_exit=False)
+    found: list[Any] = []
+    provider = TracerProvider(resource=Resource.create(RESOURCE), shutdown_on_exit=False)
+    provider.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS))
     provider.add_span_processor(ProgressSpanProcessor(SimpleSpanProcessor(exporter), config=Config(),
-                                                      on_detection=seen.append, analysis=analysis))
-    tracer = provider.get_tracer("test")
-    for query, result in zip(queries, results, strict=True):
-        with tracer.start_as_current_span("search.tool", attributes={
-                "traceloop.span.kind": "tool", "traceloop.entity.name": "search",
-                "traceloop.entity.input": json.dumps({"tool_name": "search", "arguments": {"q": query}}),
-                "traceloop.entity.output": json.dumps({"result": result})}):
-            pass
-    provider.force_flush()
+                                                      on_detection=found.append, analysis="inline"))
+    tracer = provider.get_tracer("opentelemetry.instrumentation.mcp")
+    start = threading.Barrier(len(sessions))
+    threads = [threading.Thread(target=_session, args=(tracer, name, calls, how, start))
+               for name, calls in sessions.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
     provider.shutdown()
-    return seen, exporter.get_finished_spans()
+    return found, list(exporter.get_finished_spans())
 
 
-def test_processor_groups_one_clients_root_tool_calls() -> None:
-    for analysis in ("inline", "background"):
-        seen, spans = _run_client("client-a", ["x"] * 5, ["0 results"] * 5, analysis)
-        assert seen, analysis
-        traces = {format(s.context.trace_id, "032x") for s in spans}
-        assert len(traces) == 5  # every call its own trace
-        assert all(d.trace_id in traces for d in seen)
-        annotated = [s for s in spans if (s.attributes or {}).get("progress.detected")]
-        assert annotated and {format(s.context.span_id, "016x") for s in annotated} <= {d.span_id for d in seen}
-
-
-def test_processor_healthy_client_left_alone() -> None:
-    seen, _ = _run_client("client-b", [f"q{i}" for i in range(5)], [f"doc-{i}: text {i}" for i in range(5)], "inline")
-    assert seen == []
-
-
-def _proto_request(instance: str, calls: list[tuple[int, str, str]]) -> bytes:
-    """An OTLP protobuf request with one root MCP-client tool span per trace."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    from opentelemetry.proto.common.v1 import common_pb2
-    from opentelemetry.proto.trace.v1 import trace_pb2
-
-    def kv(key: str, value: str) -> common_pb2.KeyValue:
-        return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-    req = ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    rs.resource.attributes.extend([kv("service.name", "mcp-client"), kv("service.instance.id", instance)])
-    ss = rs.scope_spans.add()
-    for n, query, result in calls:
-        ss.spans.append(trace_pb2.Span(
-            trace_id=n.to_bytes(16, "big"), span_id=(n + 1000).to_bytes(8, "big"), name="search.tool",
-            start_time_unix_nano=T0 + n * S, end_time_unix_nano=T0 + n * S + S // 10,
-            attributes=[kv("traceloop.span.kind", "tool"), kv("traceloop.entity.name", "search"),
-                        kv("traceloop.entity.input", json.dumps({"tool_name": "search", "arguments": {"q": query}})),
-                        kv("traceloop.entity.output", json.dumps({"result": result}))]))
-    return req.SerializeToString()
-
-
-def test_service_groups_one_clients_root_tool_calls_across_requests() -> None:
-    from otel_progress.config import Config
-    from otel_progress.engine import ProgressEngine
-    from otel_progress.service.detector import BatchDetector
+def _service(spans: list[Any]) -> list[Any]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     detector = BatchDetector(ProgressEngine(Config()))
-    found = []
-    for n in range(1, 6):  # one request per call, as a client's exporter may send them
-        found += detector.process(_proto_request("client-a", [(n, "x", "0 results")])).new_detections
-    assert found and all(int(d.trace_id, 16) in range(1, 6) for d in found)
+    found: list[Any] = []
+    ordered = sorted(spans, key=lambda s: s.end_time)
+    for i in range(0, len(ordered), 8):  # batches mixing the sessions, as a BatchSpanProcessor sends them
+        found += detector.process(encode_spans(ordered[i:i + 8]).SerializeToString()).new_detections
+    return found + detector.maintain(now=1e12)
 
-    other = BatchDetector(ProgressEngine(Config()))
-    apart = [d for n in range(1, 6)
-             for d in other.process(_proto_request(f"client-{n}", [(n, "x", "0 results")])).new_detections]
-    assert apart == []
+
+def _scan(spans: list[Any], tmp: Path) -> list[Any]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    path = tmp / "client.jsonl"
+    path.write_text("".join(json.dumps(json_format.MessageToDict(encode_spans([s]))) + "\n" for s in spans))
+    return scan_paths([str(path)]).detections
+
+
+def _session_of(spans: list[Any]) -> dict[str, str]:
+    return {format(s.context.span_id, "016x"): (s.attributes or {}).get("gen_ai.conversation.id", "") for s in spans}
+
+
+@pytest.mark.parametrize("how", ["baggage", "none", "mcp"])
+def test_four_sessions_asking_the_same_once_are_not_merged(tmp_path: Path, how: str) -> None:
+    """The issue's case: four independent sessions of one client process, each calling
+    ``search_docs("refund policy")`` once: four runs of one call, nothing to report."""
+    sessions = {f"conv-{n}": [("refund policy", "Refunds within 30 days.")] for n in range(4)}
+    found, spans = _client_process(sessions, how)
+    assert len(spans) == 4 and len({s.context.trace_id for s in spans}) == 4
+    assert found == [] and _service(spans) == [] and _scan(spans, tmp_path) == []
+
+
+def test_many_concurrent_healthy_sessions_stay_quiet_and_the_looping_one_is_caught(tmp_path: Path) -> None:
+    sessions = {f"conv-{n}": _healthy(n) for n in range(24)}
+    sessions["conv-loop"] = LOOP
+    found, spans = _client_process(sessions, "baggage")
+    of = _session_of(spans)
+    assert set(of.values()) == set(sessions)  # every span names its conversation
+    for driver, dets in (("processor", found), ("service", _service(spans)), ("scan", _scan(spans, tmp_path))):
+        assert dets, driver
+        assert {of[d.span_id] for d in dets} == {"conv-loop"}, driver
+        assert min(d.turn for d in dets) == 2 and dets[0].reason.value == "repeat_cycle", driver
+
+
+@pytest.mark.parametrize("how", ["none", "mcp"])
+def test_without_a_conversation_id_each_call_is_a_run_of_its_own(tmp_path: Path, how: str) -> None:
+    """No conversation named (an MCP client on the stateless 2026-07-28 revision, or one
+    that names only its transport session): nothing is merged, so the looping session is
+    not caught either; doctor says which attribute makes grouping exact."""
+    sessions = {f"conv-{n}": _healthy(n) for n in range(8)}
+    sessions["conv-loop"] = LOOP
+    found, spans = _client_process(sessions, how)
+    assert found == [] and _service(spans) == [] and _scan(spans, tmp_path) == []

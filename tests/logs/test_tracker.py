@@ -55,9 +55,13 @@ def test_max_runs_ends_the_least_recent_run() -> None:
     ends = []
     for record in _records("codex-0.171.0-loop.jsonl") + _records("qwen-code-0.24.4-loop.jsonl"):
         ends.extend(tracker.add(record)[1])
-    assert [e.run.run_key.split("|")[0] for e in ends] == ["codex"]
-    assert ends[0].summary is not None and ends[0].summary.turns == 6
-    assert tracker.runs_evicted == 1 and len(tracker.runs) == 1
+    evicted = [e for e in ends if e.why == "max_runs"]
+    assert [e.run.run_key.split("|")[0] for e in evicted] == ["codex"]
+    assert evicted[0].summary is not None and evicted[0].summary.turns == 6
+    assert tracker.runs_evicted == 1
+    # Qwen Code ends its session with a session.end event: its run ended there, explicitly
+    assert [e.run.run_key.split("|")[0] for e in ends if e.why == "session_end"] == ["qwen_code"]
+    assert len(tracker.runs) == 0
 
 
 def test_idle_runs_end() -> None:

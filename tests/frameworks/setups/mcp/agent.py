@@ -1,7 +1,9 @@
 """MCP: the Python SDK's ``ClientSession`` over ``stdio_client`` to ``server.py`` (the SDK's
 FastMCP/MCPServer). A scripted client plays the scenario: it calls the tools the model
 would call, in order, and prints the answer. There is no agent framework and so no agent
-span: the calls of one client session are one run.
+span: the calls of one conversation are one run when they name it. ``--conversation
+NAME`` names it the way docs/runs.md tells an application to: ``gen_ai.conversation.id``
+in the baggage, copied onto every span by OpenTelemetry's ``BaggageSpanProcessor``.
 
 The server is started by the SDK with its default environment (no ``OTEL_*`` variables,
 no ``PYTHONPATH``), so it is not instrumented and its stdout stays the protocol channel.
@@ -40,11 +42,24 @@ async def run(scenario: str, turns: int) -> str:
     return scripted.FINAL[scenario]
 
 
+def name_conversation(name: str) -> None:
+    """Put ``gen_ai.conversation.id`` in the baggage and have every span carry it."""
+    from opentelemetry import baggage, context, trace
+    from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor
+
+    provider = trace.get_tracer_provider()
+    provider.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS))  # type: ignore[attr-defined]
+    context.attach(baggage.set_baggage("gen_ai.conversation.id", name))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=scripted.SCENARIOS)
     parser.add_argument("--turns", type=int, default=scripted.LOOP_TURNS, help="calls in the looping scenarios")
+    parser.add_argument("--conversation", help="name the conversation (gen_ai.conversation.id, through baggage)")
     args = parser.parse_args()
+    if args.conversation:
+        name_conversation(args.conversation)
     print("final answer:", asyncio.run(run(args.scenario, args.turns)))
 
 
