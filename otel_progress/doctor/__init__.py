@@ -32,6 +32,7 @@ from typing import Any
 from ._names import ENV_CHAINED_HOOK, ENV_REPORT, HOOK
 from .checks import ERROR, WARNING, Finding, content_statuses, environment_findings, run_findings
 from .coding_agents import AgentStatus, agent_findings, agent_statuses
+from .grouping import grouping_findings
 from .probe import MARKER
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "DoctorReport", "Finding", "add_arguments", "diagnose", "run"]
@@ -223,7 +224,7 @@ def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | 
         raise DoctorError(f"cannot run {cmd[0]!r}: not found, or not executable")
     code, run, note = run_watched(_instrument_command(probe, launcher, cmd), env, timeout, stdout_to_stderr)
     report.returncode, report.run = code, run
-    report.findings += run_findings(run, code, env)
+    report.findings += run_findings(run, code, env) + grouping_findings(run)
     if note:
         report.findings.append(Finding(WARNING, "run", note))
     return report
