@@ -22,7 +22,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from ..config import Config, ConfigError
+from ..config import Config
 from ..engine import ProgressEngine
 from ..metrics import ProgressMetrics
 from ..model import Detection
@@ -31,6 +31,7 @@ from ..runs.model import RunModel
 from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch
 from .handoff import BackgroundAnalysis
+from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, resolve_mode
 from .sdk import NOOP_ON_START, SHAPE_ERRORS, live_attributes, local_parent, probe, public_fields, record, span_fields
 
 __all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode"]
@@ -39,26 +40,9 @@ _log = logging.getLogger("otel_progress.processor")
 
 DetectionHook = Callable[[Detection], Any]
 
-#: The values of ``analysis=`` / ``OTEL_PROGRESS_ANALYSIS``.
-ANALYSIS_MODES = ("auto", "inline", "background")
-ENV_ANALYSIS = "OTEL_PROGRESS_ANALYSIS"
 _LOG_EVERY_SECONDS = 300.0
 _MAX_LATE = 4096  # agent spans awaiting a late annotation (see _annotate_late)
 _EXIT_DRAIN_SECONDS = 10.0  # at interpreter exit, how long the queue may take to drain
-
-
-def analysis_mode(value: Any = None, source: str = "analysis") -> str:
-    """The analysis setting, one of :data:`ANALYSIS_MODES`: ``value``, else
-    ``OTEL_PROGRESS_ANALYSIS``, else ``"auto"``. Raises :class:`ConfigError` naming
-    ``source`` (or the variable)."""
-    if value is None:
-        value, source = os.environ.get(ENV_ANALYSIS, ""), ENV_ANALYSIS
-        if not value.strip():
-            return "auto"
-    mode = str(value).strip().lower()
-    if mode not in ANALYSIS_MODES:
-        raise ConfigError(f"{source}: expected {', '.join(ANALYSIS_MODES)}, got {value!r}")
-    return mode
 
 
 def _noop(span: Any) -> None:
@@ -132,14 +116,7 @@ class ProgressSpanProcessor(SpanProcessor):
         # Where the SDK's spans are not laid out as the fast paths expect, every span is
         # read through its public API (slower, same results).
         self._public = not layout
-        if mode == "auto":
-            # A hook acts on a detection before the application's next step only inline.
-            # Without a wrapped processor there is no copy to carry what the worker finds
-            # after a span ended. Otherwise the application thread is spared the analysis.
-            mode = "inline" if on_detection is not None or not inners or use_on_ending else "background"
-        if mode == "background" and use_on_ending:
-            raise ValueError("use_on_ending=True needs inline analysis: the worker analyses a"
-                             " span after the SDK froze it")
+        mode = resolve_mode(mode, hook=on_detection is not None, wraps=bool(inners), use_on_ending=use_on_ending)
         # Background analysis annotates copies (the worker gets the span after _on_ending).
         self._background = mode == "background"
         self._ending = not self._background and (mutable if use_on_ending is None else bool(use_on_ending))
@@ -163,27 +140,9 @@ class ProgressSpanProcessor(SpanProcessor):
         self._content = ContentWatch()
         self._handoff: BackgroundAnalysis | None = None
         self._init_state()
-
-        def _after_fork() -> None:
-            processor = ref()
-            if processor is not None:
-                processor._after_fork_in_child()
-
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_after_fork)
-
         self._at_exit: Callable[[], None] | None = None
-        if self._background:
-            # Registered after the SDK's providers, so it runs before their shutdown (atexit
-            # runs last-in first-out): the queued spans are analysed while the meter provider
-            # and the exporters still take the detections and the spans.
-            def _drain_at_exit() -> None:
-                processor = ref()
-                if processor is not None and processor._background and processor._handoff is not None:
-                    processor._handoff.drain(time.monotonic() + _EXIT_DRAIN_SECONDS)
+        _register_process_hooks(ref)
 
-            self._at_exit = _drain_at_exit
-            atexit.register(_drain_at_exit)
 
     # -- state ------------------------------------------------------------------------
 
@@ -613,3 +572,28 @@ class ProgressSpanProcessor(SpanProcessor):
             " errors of this kind are counted and logged at most every %d s)",
             where, type(exc).__name__, int(_LOG_EVERY_SECONDS), exc_info=exc,
         )
+
+
+def _register_process_hooks(ref: weakref.ReferenceType[ProgressSpanProcessor]) -> None:
+    """A forked child starts afresh; with background analysis, the queue is drained at
+    interpreter exit. Neither hook holds the processor (``ref``: weakly)."""
+
+    def _after_fork() -> None:
+        processor = ref()
+        if processor is not None:
+            processor._after_fork_in_child()
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)
+    processor = ref()
+    if processor is not None and processor._background:
+        # Registered after the SDK's providers, so it runs before their shutdown (atexit
+        # runs last-in first-out): the queued spans are analysed while the meter provider
+        # and the exporters still take the detections and the spans.
+        def _drain_at_exit() -> None:
+            processor = ref()
+            if processor is not None and processor._background and processor._handoff is not None:
+                processor._handoff.drain(time.monotonic() + _EXIT_DRAIN_SECONDS)
+
+        processor._at_exit = _drain_at_exit
+        atexit.register(_drain_at_exit)
