@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
@@ -114,7 +113,6 @@ class Replay:
         self.group = group
         self.open_tools: dict[str, int] = {}
         self.touched: dict[str, None] = {}  # runs given calls or tokens (flushed by the service per request)
-        self.ended: dict[str, None] = {}  # runs ended by their agent span
 
     def run(self, observations: Iterable[Observation]) -> None:
         """Replay observations (already in order); a span that raises is reported in
@@ -169,7 +167,6 @@ class Replay:
     def agent_end(self, span: SpanRecord) -> None:
         dets, summary = self.model.end_run(self.trace_id, span.span_id, span_id=span.span_id,
                                            parent_run=self.parent_run(span.span_id))
-        self.ended[span.span_id] = None
         self.touched.pop(span.span_id, None)
         self.found(dets)
         if summary is not None and (summary.turns or summary.detections):
@@ -217,8 +214,7 @@ def _order(obs: Observation) -> tuple[int, int, str]:
     return obs[0], obs[1], obs[2]
 
 
-def replay_trace(spans: Iterable[SpanRecord], model: RunModel, *, group: GroupSink | None = None,
-                 **_: Any) -> TraceReport:
+def replay_trace(spans: Iterable[SpanRecord], model: RunModel, *, group: GroupSink | None = None) -> TraceReport:
     """Replay one whole trace through the model, then end it (its state is freed)."""
     records = list(spans)
     report = TraceReport(records[0].trace_id if records else "")
