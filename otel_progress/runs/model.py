@@ -30,6 +30,7 @@ __all__ = ["RunModel", "SummaryHook"]
 #: ``on_summary(summary)``: a run ended (every run, with or without detections).
 SummaryHook = Callable[[RunSummary], None]
 _MAX_TAGS = 65_536
+_MAX_HELD = 16  # detections held back per run
 
 
 class RunModel:
@@ -40,7 +41,7 @@ class RunModel:
         on_summary: called with the summary of every run that ends.
     """
 
-    __slots__ = ("_evicted", "_tags", "arbiter", "engine", "on_summary")
+    __slots__ = ("_evicted", "_held", "_tags", "arbiter", "engine", "on_summary")
 
     def __init__(self, engine: ProgressEngine, on_summary: SummaryHook | None = None) -> None:
         self.engine = engine
@@ -48,6 +49,8 @@ class RunModel:
         self.arbiter = SignalArbiter()
         # (engine trace key, run id) -> (agent session, signal), for runs that name a session
         self._tags: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        # (trace, run) -> detections held back for a richer signal (see .signals)
+        self._held: OrderedDict[tuple[str, str], list[Detection]] = OrderedDict()
         self._evicted = engine.stats.runs_evicted
 
     # -- observations ---------------------------------------------------------------------
@@ -92,11 +95,12 @@ class RunModel:
         """An agent invocation ended (``parent_run``: the run it was invoked from, for the
         run-scope signature). Its detections and summary."""
         summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run)
+        released = self._release((trace, run)) if self._held else []
         if summary is None:
-            return [], None
+            return released, None
         if self.on_summary is not None and (summary.turns or summary.tokens or summary.detections):
             self.on_summary(summary)
-        return list(summary.detections_list), summary
+        return list(summary.detections_list) + released, summary
 
     def end_trace(self, trace: str) -> tuple[list[Detection], list[RunSummary]]:
         """A trace (or a grouped run) is over: end its runs."""
@@ -104,7 +108,20 @@ class RunModel:
         if self.on_summary is not None:
             for summary in summaries:
                 self.on_summary(summary)
-        return [d for s in summaries for d in s.detections_list], summaries
+        dets = [d for s in summaries for d in s.detections_list]
+        if self._held:
+            for key in [k for k in self._held if k[0] == trace]:
+                dets += self._release(key)
+        return dets, summaries
+
+    def _release(self, key: tuple[str, str]) -> list[Detection]:
+        """A run with detections held back ended: they are reported if the richer signal
+        never reported for its session (else dropped)."""
+        held = self._held.pop(key, None)
+        tag = self._tags.get(key)
+        if not held or tag is None or not self.arbiter.first(tag[0], tag[1]):
+            return []
+        return held  # (its signal now reports for the session: keep() lets them through)
 
     # -- reporting ------------------------------------------------------------------------
 
@@ -113,9 +130,19 @@ class RunModel:
 
     def keep(self, det: Detection) -> bool:
         """Streaming (serve, the processor): whether a detection is reported now (one loop,
-        one report: the first signal to report for an agent session reports for it)."""
+        one report: the first signal to report for an agent session reports for it; one
+        held back for a richer signal comes back with its run's end, see :mod:`.signals`)."""
         tag = self._tag_of(det)
-        return tag is None or self.arbiter.first(tag[0], tag[1])
+        if tag is None:
+            return True
+        decision = self.arbiter.decide(tag[0], tag[1])
+        if decision == "hold":
+            held = self._held.setdefault((det.trace_id, det.run_id), [])
+            if len(held) < _MAX_HELD:
+                held.append(det)
+            if len(self._held) > _MAX_TAGS:
+                self._held.popitem(last=False)
+        return decision == "report"
 
     def reported(self, dets: Iterable[Detection]) -> list[Detection]:
         """Streaming: the detections that are reported (:meth:`keep`)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from ..conventions import own_trace
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
 from ..spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
@@ -141,8 +142,11 @@ class Replay:
         left = self.open_tools[run_id] = max(0, self.open_tools.get(run_id, 0) - 1)
         self.report.tool_calls += 1
         model = self.model
-        group = run_group(span) if not run_id else None  # a root tool call: its grouped run
-        call = read_tool_call(span, run_id=run_id, agent=agent, node=node, trace_key=group)
+        # A root tool call (or one its producer gives a trace of its own, under a parent that
+        # is no agent): the run of the conversation it names.
+        group = run_group(span) if not run_id or (own_trace(span) and self.lineage.kind(run_id) is not
+                                                  SpanKind.AGENT) else None
+        call = read_tool_call(span, run_id="" if group else run_id, agent=agent, node=node, trace_key=group)
         session = span_session(span.attributes)
         if group is None:
             self.touched[run_id] = None

@@ -13,10 +13,11 @@ report for the session:
 
 * a scan decides at the end, on everything it read (:meth:`SignalArbiter.winner`): the
   richer signal (spans on a tie) if it detected anything, else the other one;
-* the service and the processor decide as they report (:meth:`SignalArbiter.first`): the
+* the service and the processor decide as they report (:meth:`SignalArbiter.decide`): the
   signal that reported first for the session goes on reporting (its escalations), the
-  other one's detections for the session are not reported. The richer signal is usually
-  the first to detect (a repeat with whole results is provable before a repeated request).
+  other one's detections for the session are not reported; a detection of the poorer
+  signal while the richer one has been seen and has not reported is held back until its
+  run ends, and reported then only if the richer one never reported for the session.
 """
 
 from __future__ import annotations
@@ -63,14 +64,28 @@ class SignalArbiter:
         return entry is not None and entry[SPANS] > 0 and entry[LOGS] > 0
 
     def first(self, session: str | None, signal: int) -> bool:
-        """Streaming: whether a detection of ``session`` through ``signal`` is reported (no
-        other signal reported for the session before it)."""
+        """Streaming: whether a detection of ``session`` through ``signal`` may be reported
+        (no other signal reported for the session before it); if so, ``signal`` is now the
+        session's reporting signal."""
         if session is None:
             return True
         entry = self._entry(session)
         if entry[2] == _NONE:
             entry[2] = signal
         return entry[2] == signal
+
+    def decide(self, session: str, signal: int) -> str:
+        """Streaming: ``"report"``, ``"drop"`` (the other signal reports for the session) or
+        ``"hold"`` (the other signal has brought richer evidence and has not reported yet:
+        it may; the detection waits for the end of its run)."""
+        entry = self._entry(session)
+        other = 1 - signal
+        if entry[2] == other:
+            return "drop"
+        if entry[2] == _NONE and entry[other] > entry[signal]:
+            return "hold"
+        entry[2] = signal
+        return "report"
 
     def winner(self, session: str, detected: set[int]) -> int | None:
         """At the end: the signal whose detections of ``session`` are reported, given the

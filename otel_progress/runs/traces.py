@@ -395,6 +395,8 @@ class TraceTable:
         entry = st.lineage.entry(span_id)
         if entry is None:
             return False
+        if flags & _FED and self.engine.run_state(st.trace_id, span_id) is None:
+            flags &= ~(_FED | _NONODE)  # nothing was observed in its run after all (a grouped call)
         kind = entry[1]
         if kind is SpanKind.AGENT:
             return bool(flags & _NOTPARENT)  # (a sub-agent taken for a top-level agent)

@@ -97,3 +97,40 @@ def test_one_serve_reports_one_signal(name: str) -> None:
     found += service.detector.maintain(now=1e12) + service.logs.maintain(now=1e12)
     assert found, name
     assert len({_signal(d.trace_id) for d in found}) == 1, [(d.reason.value, d.turn, d.trace_id) for d in found]
+
+
+def _service() -> ProgressService:
+    return ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", forward_endpoint="127.0.0.1:9"),
+                           Config())
+
+
+def _send(service: ProgressService, doc: dict[str, Any]) -> list[Any]:
+    if "resourceLogs" in doc:
+        raw = json_format.ParseDict(_b64(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        return service.logs.process(raw.SerializeToString()).new_detections
+    raw = json_format.ParseDict(_b64(doc), ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    return service.detector.process(raw.SerializeToString()).new_detections
+
+
+def _documents(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return tuple([json.loads(line) for line in (GOLDEN / f"{name}{suffix}").read_text().splitlines() if line.strip()]
+                 for suffix in (".jsonl", ".traces.jsonl"))  # type: ignore[return-value]
+
+
+def test_serve_holds_the_poorer_signal_back_while_the_richer_one_may_report() -> None:
+    """Gemini CLI's spans carry the results (full evidence), its logs only the arguments.
+    Once its spans were seen, the logs' detection waits: it is dropped when the spans
+    report the loop, and reported at the end of the log run if they never do."""
+    logs, traces = _documents("gemini-cli-0.61.0-loop")
+    ordered = sorted(({"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": [span]}]}]}
+                      for doc in traces for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]
+                      for span in ss["spans"]), key=_first_time)  # a request per span, as they ended
+    first = next(i for i, doc in enumerate(ordered) if "tool_call" in json.dumps(doc))
+    ordered = [ordered[first], *ordered[:first], *ordered[first + 1:]]
+    for rest, expect in ((ordered[1:], "spans"), ([], "logs")):
+        service = _service()
+        assert _send(service, ordered[0]) == []  # the spans are seen (no loop yet)
+        assert [d for doc in logs for d in _send(service, doc)] == []  # held back
+        found = [d for doc in rest for d in _send(service, doc)]
+        found += service.detector.maintain(now=1e12) + service.logs.maintain(now=1e12)
+        assert found and {_signal(d.trace_id) for d in found} == {expect}, found
