@@ -172,6 +172,9 @@ class TraceTable:
         self._held = 0
         self._current: _Trace | None = None  # the trace being replayed (for _summary)
         self._orphans: list[Detection] = []  # detections of traces evicted on the way
+        # grouped runs (their engine trace key) -> when last seen: ended when idle for the
+        # engine's run_ttl_seconds, summarised like any run
+        self.groups: OrderedDict[str, float] = OrderedDict()
 
     # -- the budget ---------------------------------------------------------------------------
 
@@ -318,6 +321,9 @@ class TraceTable:
         self._end_request(st, replay)
         out.tool_calls += report.tool_calls
         st.calls += report.tool_calls
+        for key in report.groups:
+            self.groups[key] = st.last_seen
+            self.groups.move_to_end(key)
         return report.detections + [d for dets in report.groups.values() for d in dets]
 
     def _end_request(self, st: _Trace, replay: Replay) -> None:
@@ -486,6 +492,7 @@ class TraceTable:
             del self.traces[trace_id]
             out += self._close(trace_id, st, "completed" if st.complete_at is not None else "expired")
         out += self._close_completed(now)
+        out += self._end_idle_groups(now - self.engine.config.run_ttl_seconds)
         window = now - self.merge_window
         while self._holding:
             trace_id = next(iter(self._holding))
@@ -493,6 +500,19 @@ class TraceTable:
             if st is not None and st.last_seen > window:
                 break
             self._drop_held(st, trace_id)
+        return out
+
+    def _end_idle_groups(self, limit: float) -> list[Detection]:
+        """End the grouped runs not seen since ``limit`` (through the run model: their
+        summaries, their last detections)."""
+        out: list[Detection] = []
+        while self.groups:
+            key, seen = next(iter(self.groups.items()))
+            if seen > limit:
+                break
+            del self.groups[key]
+            dets, _summaries = self.model.end_trace(key)
+            out += self.model.reported(dets)
         return out
 
     def _close_completed(self, now: float) -> list[Detection]:
