@@ -16,6 +16,12 @@ and feeds the engine. docs/runs.md describes it for users; this is the map of th
     spans merged: serve);
   - :mod:`.logruns`: log records, ordered per run in a bounded buffer (scan, serve).
 
+Adding a kind of observation (a compaction boundary, say): a method of :class:`RunModel`
+that makes its engine call; a constant, its producer in :func:`.replay.observations` and its
+handler in :data:`.replay.STEPS` (spans read after the fact); the branch of the span kind
+that carries it in :mod:`.live` (``_start``/``_end``); and, if log records carry it, its
+``LogObservation`` kind in :meth:`.logruns.LogRunTracker._feed`.
+
 The adapters (``processor``, ``service``, ``scan``, ``logs``) only convert their input into
 what these take (:class:`~otel_progress.spans.SpanRecord`,
 :class:`~otel_progress.logs.record.LogRecordView`, the SDK's spans) and what comes out into
