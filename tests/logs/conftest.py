@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN = Path(__file__).resolve().parents[1] / "coding_agents" / "golden"
+_IDS = ("traceId", "spanId", "parentSpanId")
 
 
 def golden(name: str) -> Path:
@@ -25,7 +26,7 @@ def documents(path: Path) -> list[dict[str, Any]]:
 def b64_ids(node: Any) -> Any:
     """OTLP/JSON (hex ids) to protobuf's JSON mapping (base64 ids), for ParseDict."""
     if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else b64_ids(v))
+        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in _IDS and v else b64_ids(v))
                 for k, v in node.items()}
     if isinstance(node, list):
         return [b64_ids(v) for v in node]

@@ -5,7 +5,6 @@ than ``max_runs``, or than the memory budget holds. Runs ended early go through 
 
 from __future__ import annotations
 
-import base64
 import gc
 import io
 import json
@@ -25,7 +24,7 @@ from otel_progress.service.detector import BatchDetector
 from otel_progress.service.logs import LogsDetector
 from otel_progress.service.metrics import ServiceMetrics
 
-from .conftest import documents, golden
+from .conftest import b64_ids, documents, golden
 
 CONVERSATION = "01a23128-9b8f-7d63-91ab-f96e27715538"  # the Codex capture's conversation.id
 
@@ -57,17 +56,8 @@ def test_scan_reports_log_runs_ended_past_max_runs_and_keeps_their_detections(tm
     assert {d["trace_id"] for d in bounded} == {d["trace_id"] for d in unbounded}
 
 
-def _b64(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64(v) for v in node]
-    return node
-
-
 def _proto(lines: list[str]) -> list[bytes]:
-    return [json_format.ParseDict(_b64(json.loads(line)), ExportLogsServiceRequest(),
+    return [json_format.ParseDict(b64_ids(json.loads(line)), ExportLogsServiceRequest(),
                                   ignore_unknown_fields=True).SerializeToString() for line in lines]
 
 

@@ -20,7 +20,7 @@ from otel_progress.scan import scan_paths
 from otel_progress.service.options import ServiceConfig
 from otel_progress.service.server import ProgressService
 
-from .conftest import GOLDEN
+from .conftest import GOLDEN, b64_ids
 
 PAIRS = sorted(p.name[: -len(".traces.jsonl")] for p in GOLDEN.glob("*.traces.jsonl"))
 #: The captures where both signals detect the run's loop on their own.
@@ -57,17 +57,6 @@ def test_scan_reports_one_signal_the_richer_that_detects(name: str) -> None:
         assert signal == "spans", "the traces carry the results: the richer evidence"
 
 
-def _b64(node: Any) -> Any:
-    import base64
-
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId", "parentSpanId") and v
-                    else _b64(v)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64(v) for v in node]
-    return node
-
-
 def _first_time(doc: dict[str, Any]) -> int:
     times = [int(r.get("timeUnixNano") or r.get("observedTimeUnixNano") or 0)
              for rl in doc.get("resourceLogs", []) for sl in rl.get("scopeLogs", []) for r in sl.get("logRecords", [])]
@@ -84,16 +73,8 @@ def test_one_serve_reports_one_signal(name: str) -> None:
     for suffix in (".jsonl", ".traces.jsonl"):
         docs += [json.loads(line) for line in (GOLDEN / f"{name}{suffix}").read_text().splitlines() if line.strip()]
     docs.sort(key=_first_time)
-    service = ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", forward_endpoint="127.0.0.1:9"),
-                              Config())
-    found: list[Any] = []
-    for doc in docs:
-        if "resourceLogs" in doc:
-            raw = json_format.ParseDict(_b64(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
-            found += service.logs.process(raw.SerializeToString()).new_detections
-        else:
-            raw = json_format.ParseDict(_b64(doc), ExportTraceServiceRequest(), ignore_unknown_fields=True)
-            found += service.detector.process(raw.SerializeToString()).new_detections
+    service = _service()
+    found = [d for doc in docs for d in _send(service, doc)]
     found += service.detector.maintain(now=1e12) + service.logs.maintain(now=1e12)
     assert found, name
     assert len({_signal(d.trace_id) for d in found}) == 1, [(d.reason.value, d.turn, d.trace_id) for d in found]
@@ -106,9 +87,9 @@ def _service() -> ProgressService:
 
 def _send(service: ProgressService, doc: dict[str, Any]) -> list[Any]:
     if "resourceLogs" in doc:
-        raw = json_format.ParseDict(_b64(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        raw = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
         return service.logs.process(raw.SerializeToString()).new_detections
-    raw = json_format.ParseDict(_b64(doc), ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    raw = json_format.ParseDict(b64_ids(doc), ExportTraceServiceRequest(), ignore_unknown_fields=True)
     return service.detector.process(raw.SerializeToString()).new_detections
 
 

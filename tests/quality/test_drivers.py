@@ -6,7 +6,6 @@ on every run of the quality corpus and on the real runs of ``../shared/realtrace
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from otel_progress import Config, ProgressEngine
 from otel_progress.otlp_json import any_value
 from otel_progress.scan import scan_paths
 from otel_progress.service.detector import BatchDetector
+from tests.logs.conftest import b64_ids
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "realtraces"
 S = 1_000_000_000
@@ -93,15 +93,6 @@ def _processor(doc: dict[str, Any], config: Config) -> list[Key]:
                   for d in found)
 
 
-def _b64(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId", "parentSpanId") and v
-                    else _b64(v)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64(v) for v in node]
-    return node
-
-
 def _requests(doc: dict[str, Any], split: str) -> Iterator[bytes]:
     """The trace as an exporter sends it: spans in end order, a request per export."""
     spans = sorted(_spans(doc), key=lambda t: int(t[2]["endTimeUnixNano"]))
@@ -122,7 +113,7 @@ def _requests(doc: dict[str, Any], split: str) -> Iterator[bytes]:
         groups = [spans[i:i + size] for i in range(0, len(spans), size)]
     for group in groups:
         resource_spans = [{"resource": r, "scopeSpans": [{"scope": sc, "spans": [s]}]} for r, sc, s in group]
-        yield json_format.ParseDict(_b64({"resourceSpans": resource_spans}), ExportTraceServiceRequest(),
+        yield json_format.ParseDict(b64_ids({"resourceSpans": resource_spans}), ExportTraceServiceRequest(),
                                     ignore_unknown_fields=True).SerializeToString()
 
 
