@@ -232,6 +232,8 @@ class ProgressEngine:
         With ``flush=True`` everything buffered for the run is released (the caller
         knows no other call of the run is in flight).
         """
+        if not call.executed:
+            return []  # a call that never ran (denied, awaiting approval): not a step
         try:
             with self._lock:
                 self.stats.calls += 1
