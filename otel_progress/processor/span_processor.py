@@ -517,6 +517,10 @@ class ProgressSpanProcessor(SpanProcessor):
         if entry is None and current is None and not self._background and sid not in self._spans:
             current = self._current(attrs, sid)
         mine = self._tracker.end(span, tid, sid, parent, attrs, entry, current)
+        if not CLASSIFY_KEYS.isdisjoint(attrs):
+            self._content.genai_span(tid, attrs, _scope_name(span))
+        if parent is None or parent[2]:
+            self._content.run_ended(tid)
         late = self._late.pop(sid, None) if self._late else None
         if not self._inners or not ((mine and self._annotate_tools) or late):
             return span
@@ -561,10 +565,8 @@ class ProgressSpanProcessor(SpanProcessor):
             del late[next(iter(late))]
 
     def _tool_call_seen(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
-        content = self._content
-        if not content.done:
-            scope = getattr(span, "instrumentation_scope", None)
-            content.seen(call.captured, attrs, getattr(scope, "name", "") or "")
+        context = getattr(span, "context", None)
+        self._content.seen(call.captured, attrs, _scope_name(span), getattr(context, "trace_id", None))
 
     def _emit(self, det: Detection) -> None:
         self._metrics.detection(det)
@@ -594,3 +596,9 @@ class ProgressSpanProcessor(SpanProcessor):
             " errors of this kind are counted and logged at most every %d s)",
             where, type(exc).__name__, int(_LOG_EVERY_SECONDS), exc_info=exc,
         )
+
+
+def _scope_name(span: Any) -> str:
+    """The instrumentation scope name of an SDK span ("" when it has none)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    return getattr(scope, "name", "") or ""
