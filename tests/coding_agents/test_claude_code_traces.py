@@ -99,3 +99,9 @@ def test_spans_before_2_1_300_without_gen_ai_keys_are_read() -> None:
                        ("other.tool", "tool"), ("claude_code.tool", ["tool"])):
         span = SpanRecord(trace_id="t", span_id="s", name=name, attributes={"span.type": kind, "tool_name": "x"})
         assert classify(span) is SpanKind.OTHER, (name, kind)
+
+
+def test_the_2_1_197_capture_is_the_same_loop() -> None:
+    path = Path(__file__).parent / "golden" / "claude-code-2.1.197-loop-details.traces.jsonl"
+    result = scan_paths([str(path)], progress=False)
+    assert [(d.reason.value, d.turn) for r in result.reports for d in r.detections][:1] == [("repeat_cycle", 2)]
