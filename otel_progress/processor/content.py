@@ -126,6 +126,8 @@ class ContentWatch:
 
     def run_ended(self, trace: int) -> None:
         """The trace's local root span ended: say so if the run could not be checked."""
+        if trace not in self._runs:
+            return  # (every root span ends here: the usual case takes no lock)
         with self._lock:
             run = self._runs.pop(trace, None)
             if run is None or (run.tools == 0 and run.genai == 0):
