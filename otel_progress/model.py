@@ -10,9 +10,12 @@ from typing import Any
 from .limits import attribute_value
 
 __all__ = [
+    "COMPACTION_AUTO",
+    "COMPACTION_MANUAL",
     "EVENT_LIVELOCK",
     "EVENT_NO_PROGRESS",
     "NOT_CAPTURED",
+    "Compaction",
     "Detection",
     "Finding",
     "Level",
@@ -138,6 +141,42 @@ class ToolCall:
     def captured(self) -> bool:
         """Whether the call carried arguments or a result to compare."""
         return self.arguments is not NOT_CAPTURED or self.result is not NOT_CAPTURED
+
+
+#: ``Compaction.trigger``: the agent compacted on its own (its context was nearly full).
+COMPACTION_AUTO = "auto"
+#: ``Compaction.trigger``: a user asked for it (``/compact``, ``/compress``).
+COMPACTION_MANUAL = "manual"
+
+
+@dataclass(slots=True)
+class Compaction:
+    """One compaction of an agent run's context: the agent replaced its conversation so far
+    by a summary (``claude_code.compaction``, ``gemini_cli.chat_compression``, the first
+    model span marked ``gen_ai.conversation.compacted``). Only a compaction that took place
+    is one: a failed attempt left the context as it was.
+
+    Attributes:
+        trace_id, run_id: the run, as for :class:`ToolCall`.
+        time_ns: when it happened (Unix ns): calls that started before it are before it.
+        trigger: :data:`COMPACTION_AUTO`, :data:`COMPACTION_MANUAL`, or ``None`` (unknown).
+        tokens_before, tokens_after: the context's size in tokens before and after, when
+            the agent says.
+        span_id: the id of the record or span that reported it (a redelivered one is
+            counted once; a detection on it is reported there).
+        source: what reported it (``claude_code.compaction``, ...), for documentation.
+        agent: the agent's name, when known.
+    """
+
+    trace_id: str = ""
+    run_id: str = ""
+    time_ns: int = 0
+    trigger: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    span_id: str = ""
+    source: str = ""
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SpanConvention, ToolContent
+from .base import COMPACTED_CONTEXT, COMPACTION, SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .gemini_cli import GeminiCliConvention
@@ -38,6 +38,8 @@ from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
 
 __all__ = [
+    "COMPACTED_CONTEXT",
+    "COMPACTION",
     "CONVENTIONS",
     "GROUP_PREFIX",
     "MARKER_BYTES",
@@ -55,6 +57,7 @@ __all__ = [
     "is_group_key",
     "is_nested",
     "own_trace",
+    "read_compaction",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
@@ -114,6 +117,7 @@ _CLASSIFIERS = tuple(sorted(_overrides("classify"), key=lambda c: not isinstance
 _TOOL_READERS = _overrides("read_tool")
 _TOKEN_READERS = _overrides("read_tokens")
 _AGENT_READERS = _overrides("agent_name")
+_COMPACTION_READERS = _overrides("read_compaction")
 
 
 def classify(span: SpanRecord) -> SpanKind:
@@ -194,3 +198,17 @@ def agent_name(span: SpanRecord) -> str | None:
         if name:
             return name
     return span.name if isinstance(span.name, str) and span.name else None
+
+
+def read_compaction(span: SpanRecord) -> str | None:
+    """:data:`COMPACTION` (the span is a compaction of its run's context, e.g. Claude Code's
+    summarising ``llm_request``), :data:`COMPACTED_CONTEXT` (it works on a compacted context,
+    ``gen_ai.conversation.compacted``) or ``None``: the first convention that knows."""
+    for convention in _COMPACTION_READERS:
+        try:
+            mark = convention.read_compaction(span)
+        except Exception:
+            continue
+        if mark is not None:
+            return mark
+    return None

@@ -32,13 +32,18 @@ truncated preview (``ToolContent.truncated``: never proof of an equal result).
 
 Failures are not on this span (it always ends UNSET) but on its ``claude_code.tool.execution``
 child; a failed call therefore reads as a call whose result is its error output.
+
+A compaction (2.1.332) is the summariser's own ``claude_code.llm_request`` span,
+``query_source_safe = compact`` (:meth:`ClaudeCodeConvention.read_compaction`); the
+``claude_code.compaction`` span in the code is switched off in that build, and 2.1.197's
+spans carry no query source (its compactions are in the logs only).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import SpanConvention, ToolContent, event_attributes, first_text
+from .base import COMPACTION, SpanConvention, ToolContent, event_attributes, first_text
 from .genai import tokens_from
 from .record import SpanKind, SpanRecord
 
@@ -78,6 +83,14 @@ class ClaudeCodeConvention(SpanConvention):
         if span.name != "claude_code.llm_request" or span.attributes.get("span.type") != "llm_request":
             return None
         return tokens_from(span.attributes, _TOKENS, ())
+
+    def read_compaction(self, span: SpanRecord) -> str | None:
+        a = span.attributes
+        if span.name != "claude_code.llm_request" or a.get("span.type") != "llm_request":
+            return None
+        if first_text(a, "query_source_safe", "query_source") != "compact" or a.get("success") is False:
+            return None
+        return COMPACTION
 
     def read_tool(self, span: SpanRecord) -> ToolContent | None:
         a = span.attributes

@@ -39,7 +39,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SpanConvention, ToolContent, as_number, as_text, decode_json, event_attributes, first_text
+from .base import (
+    COMPACTED_CONTEXT,
+    SpanConvention,
+    ToolContent,
+    as_number,
+    as_text,
+    decode_json,
+    event_attributes,
+    first_text,
+)
 from .record import SpanKind, SpanRecord
 
 __all__ = ["GenAIConvention", "is_compacted", "is_nested", "message_parts", "tokens_from", "tool_decision"]
@@ -246,3 +255,6 @@ class GenAIConvention(SpanConvention):
         if isinstance(span_name, str) and span_name.startswith(_AGENT_NAME_PREFIXES):
             return span_name.partition(" ")[2] or None
         return None
+
+    def read_compaction(self, span: SpanRecord) -> str | None:
+        return COMPACTED_CONTEXT if is_compacted(span) else None

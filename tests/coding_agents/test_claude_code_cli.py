@@ -119,10 +119,20 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
     """Run the CLI through one scenario; the logs and trace export requests it sent to the
     test's receiver (``exporter``: OTLP settings that send them elsewhere instead)."""
     script, details = SCENARIOS[scenario]
+    return run_claude(script, details, tmp_path, exporter, version)
+
+
+def run_claude(script: list[list[tuple[str, dict[str, Any]]]], details: bool, tmp_path: Path,
+               exporter: dict[str, str] | None = None, version: str = VERSION, context: list[int] | None = None,
+               settings: dict[str, str] | None = None,
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
+    """Run the CLI through a script of tool calls (``context``: the input tokens the fake API
+    reports per turn, see :mod:`.fake_anthropic`; ``settings``: more environment); the logs
+    and trace export requests it sent (see :func:`capture`) and the fake API."""
     binary = claude_binary(version)
     work, home = workspace(tmp_path, NOTES)
     script = with_cwd(script, str(work))
-    with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.") as api:
+    with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.", context=context) as api:
         env = cli_env(
             home, LANG="C.UTF-8",
             ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-not-a-key",
@@ -135,6 +145,7 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
         if details:
             env["OTEL_LOG_TOOL_DETAILS"] = "1"
             env["OTEL_LOG_TOOL_CONTENT"] = "1"
+        env.update(settings or {})
         env.update(exporter or {})
         run_cli([str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
                  "--dangerously-skip-permissions"], cwd=work, env=env, timeout=120, expect='"subtype":"success"')

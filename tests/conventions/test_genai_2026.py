@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.conventions import is_compacted, is_nested, read_tool, tool_decision
+from otel_progress.conventions import (
+    COMPACTED_CONTEXT,
+    COMPACTION,
+    is_compacted,
+    is_nested,
+    read_compaction,
+    read_tool,
+    tool_decision,
+)
 from otel_progress.model import Reason
 from otel_progress.scan import scan_paths
 from otel_progress.spans import SpanKind, agent_name, classify, read_tool_call
@@ -173,6 +181,19 @@ def test_the_compaction_marker_is_read_from_model_spans() -> None:
     assert is_compacted(record("chat m", {**chat, "gen_ai.conversation.compacted": "true"}))
     assert not is_compacted(record("chat m", chat))
     assert not is_compacted(record("chat m", {**chat, "gen_ai.conversation.compacted": [True]}))
+
+
+def test_read_compaction_tells_a_compaction_from_a_compacted_context() -> None:
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10}
+    assert read_compaction(record("chat m", {**chat, "gen_ai.conversation.compacted": True})) == COMPACTED_CONTEXT
+    assert read_compaction(record("chat m", chat)) is None
+    # Claude Code 2.1.332: the summariser's own llm_request span is the compaction
+    llm = {"span.type": "llm_request", "gen_ai.operation.name": "chat", "input_tokens": 120, "success": True}
+    assert read_compaction(record("claude_code.llm_request", {**llm, "query_source_safe": "compact"})) == COMPACTION
+    assert read_compaction(record("claude_code.llm_request", {**llm, "query_source_safe": "sdk"})) is None
+    failed = {**llm, "query_source_safe": "compact", "success": False}
+    assert read_compaction(record("claude_code.llm_request", failed)) is None
+    assert read_compaction(record("claude_code.tool", {"span.type": "tool", "query_source_safe": "compact"})) is None
 
 
 # -- end to end: a 2026-shaped trace through scan -------------------------------------------

@@ -14,6 +14,16 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   (Unix ms, often null), ``session.id``, ``event.timestamp``.
 - ``gemini_cli.api_response``: ``input_token_count``, ``output_token_count``,
   ``thoughts_token_count``, ``prompt_id``.
+- ``gemini_cli.chat_compression`` (body ``Chat compression (Saved N tokens)``):
+  ``tokens_before``, ``tokens_after``, ``session.id``, ``event.timestamp``, and no
+  ``prompt_id`` (``makeChatCompressionEvent``; ``ChatCompressionService.compress`` in
+  ``packages/core/src/services/chatCompressionService.ts`` logs it when the history was
+  compressed, and also, with ``tokens_after`` equal to or above ``tokens_before``, when the
+  summary came back empty or larger and the history was kept): a compaction boundary of the
+  session's current run when ``tokens_after < tokens_before``, else nothing. Gemini CLI
+  compresses only where the history has a user message to split at (a second prompt, e.g.
+  of a resumed session), when the last prompt's tokens pass ``compressionThreshold`` (0.5)
+  of the model's limit.
 
 A shell command that exits nonzero is logged ``success: true``; the exit code in
 ``metadata`` makes it a failure here. With ``logPrompts`` off ``metadata`` keeps only the
@@ -41,7 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...conventions.base import as_number, as_text, decode_json
-from ...model import NOT_CAPTURED, ToolCall
+from ...model import NOT_CAPTURED, Compaction, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, record_order, text_attribute, to_int
@@ -50,6 +60,7 @@ __all__ = ["GeminiCliConvention", "exit_code"]
 
 TOOL_CALL = "gemini_cli.tool_call"
 API_RESPONSE = "gemini_cli.api_response"
+CHAT_COMPRESSION = "gemini_cli.chat_compression"
 
 
 def exit_code(metadata: Any) -> int | None:
@@ -71,10 +82,11 @@ def _ms_ns(value: Any) -> int:
 
 
 class GeminiCliConvention(LogConvention):
-    """``gemini_cli.tool_call`` (tool calls) and ``gemini_cli.api_response`` (tokens)."""
+    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens) and
+    ``gemini_cli.chat_compression`` (compactions)."""
 
     name = "gemini_cli"
-    event_names = frozenset({TOOL_CALL, API_RESPONSE})
+    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION})
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         attributes = record.attributes
@@ -88,6 +100,8 @@ class GeminiCliConvention(LogConvention):
         start_ns = _ms_ns(attributes.get("start_time"))
         order = (start_ns, record.observed_ns, record.index) if start_ns else record_order(record)
         event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
+        if event == CHAT_COMPRESSION:
+            return _compression(record, attributes, session, order)
         if event == API_RESPONSE:
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
@@ -148,3 +162,22 @@ class GeminiCliConvention(LogConvention):
             executed=executed,
         )
         return LogObservation("tool", run_key, order, call=call, agent="gemini-cli", evidence_level=evidence)
+
+
+def _compression(record: LogRecordView, a: Mapping[str, Any], session: str, order: tuple) -> LogObservation:
+    """A ``gemini_cli.chat_compression`` record: a boundary of the session's current run
+    when the history shrank, else nothing (an empty or larger summary was not applied)."""
+    run_key = f"gemini_cli|{session}|"  # the record has no prompt_id: the session's run seen last
+    before, after = as_number(a.get("tokens_before")), as_number(a.get("tokens_after"))
+    if before is None or after is None or not 0 <= after < before:
+        return LogObservation("other", run_key, order, agent="gemini-cli", session_wide=True)
+    compaction = Compaction(
+        trace_id=record.trace_id,
+        time_ns=order[0],
+        tokens_before=int(before),
+        tokens_after=int(after),
+        source=CHAT_COMPRESSION,
+        agent="gemini-cli",
+    )
+    return LogObservation("compaction", run_key, order, agent="gemini-cli", compaction=compaction,
+                          session_wide=True)
