@@ -24,8 +24,11 @@ a round times the engine alone, not the readers. Skipped, with a message, where
 **Synthetic mode**: 20,000 generated calls with arguments of about 200 bytes and results
 of about 2 KB, as JSON strings, all signals on.
 
-Each mode alternates engine rounds and floor rounds over the same calls (``--pairs``
-pairs, at least 7) and prints the median of the per-pair ratios with the goal beside it.
+Each mode runs ``--pairs`` rounds (at least 7, after a warm-up round). A round feeds a
+fresh engine run by run (synthetic: 200 calls at a time) and times the floor of each run's
+calls right after (or before: the order alternates) its engine part, so both sides see the
+same machine load; it prints the median over the rounds of engine time / floor time, with
+the goal beside it.
 """
 
 from __future__ import annotations
@@ -176,32 +179,44 @@ def floor_pass(inputs: Sequence[tuple[str, str, bool, bool]]) -> None:
                 pass
 
 
-def timed(fn: Callable[[], Any]) -> float:
+def paired_round(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]) -> tuple[float, float]:
+    """One round: a fresh engine, then for each unit (a run, or a slice of calls) its
+    engine part and its floor part timed one right after the other, so that a change of
+    the machine's load during the round weighs on both sides alike (the order of the two
+    alternates from unit to unit). Returns the engine's and the floor's total times."""
+    engine = ProgressEngine(Config())
+    clock = time.perf_counter
+    e_total = f_total = 0.0
     gc.collect()
     gc.disable()
     try:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
+        for i, (engine_part, floor_part) in enumerate(units):
+            if i % 2:
+                t0 = clock()
+                floor_part()
+                t1 = clock()
+                engine_part(engine)
+                t2 = clock()
+                f_total += t1 - t0
+                e_total += t2 - t1
+            else:
+                t0 = clock()
+                engine_part(engine)
+                t1 = clock()
+                floor_part()
+                t2 = clock()
+                e_total += t1 - t0
+                f_total += t2 - t1
     finally:
         gc.enable()
+    return e_total, f_total
 
 
-def alternate(engine_round: Callable[[], Any], floor_round: Callable[[], Any], pairs: int) -> list[tuple[float, float]]:
-    """``pairs`` (engine, floor) times, measured one after the other (the order of the
-    two swapped every pair), after one warm-up pair."""
-    engine_round()
-    floor_round()
-    out = []
-    for i in range(pairs):
-        if i % 2:
-            f = timed(floor_round)
-            e = timed(engine_round)
-        else:
-            e = timed(engine_round)
-            f = timed(floor_round)
-        out.append((e, f))
-    return out
+def rounds(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
+           pairs: int) -> list[tuple[float, float]]:
+    """``pairs`` rounds of :func:`paired_round`, after one warm-up round."""
+    paired_round(units)
+    return [paired_round(units) for _ in range(pairs)]
 
 
 def report(label: str, times: Sequence[tuple[float, float]], n: int, goal: float | None) -> float:
@@ -210,7 +225,7 @@ def report(label: str, times: Sequence[tuple[float, float]], n: int, goal: float
     f_us = statistics.median(f for _, f in times) / n * 1e6
     target = f"[goal <= {goal:g}x]" if goal is not None else "[no goal: for comparison]"
     print(f"  {label:<38} engine/floor {ratio:5.1f}x  {target}   ({e_us:6.1f} µs vs {f_us:5.1f} µs a call,"
-          f" medians of {len(times)} pairs)")
+          f" medians of {len(times)} rounds)")
     return ratio
 
 
@@ -228,19 +243,19 @@ def bench_real(pairs: int, per_source: bool) -> float | None:
     res_b = statistics.mean(len(r) for _, r, _, _ in inputs)
     print(f"real calls: {len(calls)} calls in {len(runs)} runs from {', '.join(f.name for f in files)};"
           f" {failed / len(calls):.0%} failed; arguments ~{arg_b:.0f} B, results ~{res_b:.0f} B on average")
-    detections: list[int] = []
-
-    def engine_round() -> None:
-        detections.append(replay(ProgressEngine(Config()), runs))
-
-    ratio = report("all real calls", alternate(engine_round, lambda: floor_pass(inputs), pairs), len(calls), GOAL)
-    print(f"  detections per round: {detections[-1]} (the same every round: {len(set(detections)) == 1})")
+    counted: list[int] = []
+    per_trace = [(ops, floor_inputs(trace_calls)) for _, ops, trace_calls in traces]
+    units = [(lambda engine, ops=ops: counted.append(replay(engine, [ops])),
+              lambda i=floor_in: floor_pass(i)) for ops, floor_in in per_trace]
+    ratio = report("all real calls", rounds(units, pairs), len(calls), GOAL)
+    per_round = len(units)
+    totals = {sum(counted[i:i + per_round]) for i in range(0, len(counted), per_round)}
+    print(f"  detections per round: {sorted(totals)[0]} (the same every round: {len(totals) == 1})")
     if per_source:
         for source in dict.fromkeys(source for source, _, _ in traces):
-            src_runs = [ops for s, ops, _ in traces if s == source]
-            src_inputs = floor_inputs([c for s, _, cs in traces if s == source for c in cs])
-            report(source, alternate(lambda r=src_runs: replay(ProgressEngine(Config()), r),
-                                     lambda i=src_inputs: floor_pass(i), pairs), len(src_inputs), None)
+            picked = [u for u, (s, _, _) in zip(units, traces, strict=True) if s == source]
+            n = sum(len(cs) for s, _, cs in traces if s == source)
+            report(source, rounds(picked, pairs), n, None)
     return ratio
 
 
@@ -259,6 +274,11 @@ def make_calls(n: int, seed: int = 1) -> list[ToolCall]:
         calls.append(ToolCall(name=tool, arguments=args, result=result, start_ns=i * S, end_ns=i * S + S // 2,
                               trace_id="bench", span_id=f"{i:016x}", run_id="run"))
     return calls
+
+
+def _observe_all(engine: ProgressEngine, calls: Sequence[ToolCall]) -> None:
+    for c in calls:
+        engine.observe(c, flush=True)
 
 
 def memory_per_run(runs: int, calls_per_run: int) -> float:
@@ -284,12 +304,10 @@ def bench_synthetic(pairs: int, memory: bool) -> float:
     res_b = statistics.mean(len(c.result) for c in calls)
     print(f"synthetic calls: {len(calls)}, arguments ~{arg_b:.0f} B, results ~{res_b:.0f} B, all signals on, window 10")
 
-    def engine_round() -> None:
-        engine = ProgressEngine(Config())
-        for c in calls:
-            engine.observe(c, flush=True)
-
-    ratio = report("synthetic calls", alternate(engine_round, lambda: floor_pass(inputs), pairs), len(calls), GOAL)
+    chunk = 200
+    units = [(lambda engine, part=calls[i:i + chunk]: _observe_all(engine, part),
+              lambda part=inputs[i:i + chunk]: floor_pass(part)) for i in range(0, len(calls), chunk)]
+    ratio = report("synthetic calls", rounds(units, pairs), len(calls), GOAL)
     if memory:
         for calls_per_run in (10, 50):
             kb = memory_per_run(2000, calls_per_run) / 1024
@@ -300,7 +318,7 @@ def bench_synthetic(pairs: int, memory: bool) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_engine", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=("real", "synthetic", "all"), default="all")
-    parser.add_argument("--pairs", type=int, default=7, help="alternated engine/floor pairs per figure (>= 7)")
+    parser.add_argument("--pairs", type=int, default=7, help="rounds per figure (>= 7)")
     parser.add_argument("--per-source", action="store_true", help="also print the ratio of each real file")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-run figures")
     args = parser.parse_args(argv)
