@@ -538,6 +538,11 @@ class Digester:
             self._tools[tool] = -1 if hit else seen + 1
         return hit
 
+    def strips(self, tool: str) -> bool:
+        """Whether every result of ``tool`` loses its volatile keys from now on (one of its
+        results held one): :meth:`result` is then a function of the result alone."""
+        return self._tools.get(tool) == -1
+
     def raw_result(self, result: str, tool: str, unless: Callable[[str], bool] | None = None) -> int | None:
         """The :meth:`local_text` digest of a long JSON result taken as received, without
         parsing, when that is allowed: ``unless(result)`` (a check of the text, if given)

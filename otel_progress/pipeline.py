@@ -25,12 +25,12 @@ from .content import (
     Field,
     ResultMemory,
     command_of,
-    has_opaque,
     is_ack,
     is_deliberate_wait,
     is_empty,
     is_silent,
     may_be_waiting,
+    opaque_fields,
     without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
@@ -50,6 +50,9 @@ _MAX_TOOLS = 1024  # tool names whose derived facts Pipeline._tool keeps
 _MAX_TOOLS_PER_RUN = 32  # tools whose last request a run remembers
 _MEMO_TEXT = 8192  # argument texts and plain-text results up to this size are remembered
 _MEMO_ENTRIES = 1024  # ... this many of each
+_MEMO_JSON = 4096  # JSON results of a tool whose results are always stripped, up to this size ...
+_MEMO_JSON_ENTRIES = 256  # ... this many (they are kept parsed)
+_MAX_LEARN_KEYS = 32  # results with more top-level keys are never learned from (content.ResultMemory)
 _TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may decode (not plain text)
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
@@ -241,6 +244,7 @@ class Pipeline:
         # texts seen recently (bounded: emptied when full; see _request, _text_result).
         self._requests: dict[tuple[str, str], tuple[Any, str | None, int, int | None, bool]] = {}
         self._texts: dict[str, tuple[int, bool, bool, bool]] = {}
+        self._json_results: dict[str, tuple[bytes, Any]] = {}
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
             partial(may_be_waiting, waiting=waiting) if config.implicit_waits else None
@@ -335,17 +339,7 @@ class Pipeline:
             if run is not None and not empty and not call.error:
                 incidental = self.memory(run).reworded(name, call_digest, parsed)
         elif result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
-            result_bytes, parsed = d.result(result, name)
-            if run is not None and type(parsed) is dict and not call.error and parsed and (
-                    run.memory is not None or has_opaque(parsed)):
-                result_bytes = self._learned(self.memory(run), name, call_digest, parsed, result_bytes)
-            result_digest = d.local(result_bytes)
-            empty = is_empty(parsed)
-            silent = empty and is_silent(parsed)
-            ack = not call.error and not empty and is_ack(parsed)
-            if run is not None and not empty and not call.error and (
-                    type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
-                incidental = self.memory(run).reworded(name, call_digest, parsed)
+            result_digest, parsed, empty, silent, ack, incidental = self._result(call, run, name, call_digest, result)
         error: int | None = None
         if call.error:
             message = call.error_message
@@ -407,6 +401,39 @@ class Pipeline:
         waits = command is not None and is_deliberate_wait(command)
         return args, command, self.digester.digest(call_prefix + args_bytes), action, waits
 
+    def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,
+                result: Any) -> tuple[int, Any, bool, bool, bool, bool]:
+        """The facts of a result that is not plain text known to :meth:`facts`: its digest
+        (without volatile and learned fields), the parsed result, whether it is empty,
+        silent, a bare acknowledgement, and whether it rewords the tool's previous answer
+        to ``request``."""
+        d = self.digester
+        if type(result) is str and len(result) <= _MEMO_JSON and d.strips(name):
+            # The tool's results always lose their volatile keys: the canonical form is then
+            # a function of the text alone, kept for a text seen recently.
+            memo = self._json_results
+            canonical = memo.get(result)
+            if canonical is None:
+                canonical = d.result(result, name)
+                if len(memo) >= _MEMO_JSON_ENTRIES:
+                    memo.clear()
+                memo[result] = canonical
+            result_bytes, parsed = canonical
+        else:
+            result_bytes, parsed = d.result(result, name)
+        error = call.error
+        if run is not None and type(parsed) is dict and not error and parsed:
+            opaque = opaque_fields(parsed) if len(parsed) <= _MAX_LEARN_KEYS else None
+            if run.memory is not None or opaque:  # (has_opaque(parsed), computed once)
+                result_bytes = self._learned(self.memory(run), name, request, parsed, result_bytes, opaque)
+        empty = is_empty(parsed)
+        incidental = False
+        if run is not None and not empty and not error and (
+                type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
+            incidental = self.memory(run).reworded(name, request, parsed)
+        return (d.local(result_bytes), parsed, empty, empty and is_silent(parsed),
+                not error and not empty and is_ack(parsed), incidental)
+
     def _text_result(self, text: str) -> tuple[int, bool, bool, bool]:
         """What a plain-text result alone determines: its digest, whether it is empty,
         silent, and a bare acknowledgement (the text path of :meth:`Digester.result` and
@@ -424,15 +451,16 @@ class Pipeline:
         return memory
 
     def _learned(self, memory: ResultMemory, name: str, request: int, parsed: dict[str, Any],
-                 result_bytes: bytes) -> bytes:
+                 result_bytes: bytes, opaque: dict[Field, Any] | None = None) -> bytes:
         """The canonical bytes of a JSON-object result without the fields learned volatile
-        for its tool (learning from this result first)."""
+        for its tool (learning from this result first; ``opaque``: its opaque fields, when
+        already known)."""
         d = self.digester
 
         def rest(fields: frozenset[Field]) -> int:
             return d.local(d.result(without(parsed, fields), name)[0])
 
-        memory.learn(name, request, parsed, rest)
+        memory.learn(name, request, parsed, rest, opaque)
         if memory.learned and name in memory.learned:
             return d.result(memory.strip(name, parsed), name)[0]
         return result_bytes
