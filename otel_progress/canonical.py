@@ -120,7 +120,7 @@ def parse_json_value(value: Any) -> Any:
 def _stdlib_may_parse(text: str, exc: BaseException) -> bool:
     """Whether the standard library's ``json`` may accept a text orjson rejected, so that
     only then is it tried (its failure is an expensive exception, and most such texts are
-    plain output that merely opens with a bracket). It accepts more than orjson in five
+    plain output that merely opens with a bracket). It accepts more than orjson in four
     ways only: ``NaN``/``Infinity`` tokens, lone surrogates (escaped with ``\\u`` or raw,
     so not ASCII), numbers beyond a double and nesting past orjson's depth limit (orjson
     then stops at the number or the bracket). Anything else it rejects as orjson did."""
