@@ -24,6 +24,7 @@ ENV_PREFIX = "OTEL_PROGRESS_"
 #: The names of the detection signals, in pipeline order (cheap first).
 SIGNAL_NAMES: tuple[str, ...] = (
     "wait",
+    "compaction",
     "repeat",
     "frequency",
     "errors",

@@ -57,6 +57,7 @@ class Reason(enum.StrEnum):
     SIGNATURE_REPEAT = "signature_repeat"
     STALLED_MEASURE = "stalled_measure"
     ERROR_RECURRENCE = "error_recurrence"
+    COMPACTION_LIVELOCK = "compaction_livelock"
 
     def __str__(self) -> str:
         return self.value
@@ -64,7 +65,10 @@ class Reason(enum.StrEnum):
     @property
     def event(self) -> str:
         """The span event name this reason is reported under."""
-        return EVENT_LIVELOCK if self is Reason.SIGNATURE_REPEAT else EVENT_NO_PROGRESS
+        return EVENT_LIVELOCK if self in _LIVELOCKS else EVENT_NO_PROGRESS
+
+
+_LIVELOCKS = frozenset({Reason.SIGNATURE_REPEAT, Reason.COMPACTION_LIVELOCK})
 
 
 class Level(enum.IntEnum):

@@ -34,7 +34,7 @@ from .content import (
     without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
-from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
+from .model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
 from .signals import CallFacts, Signal, Step
 from .signals.base import holds
 
@@ -65,7 +65,7 @@ def _weakest_level(calls: Sequence[ToolCall]) -> str | None:
     (a detection then carries no ``progress.evidence_level``)."""
     levels = {_ARGUMENTS if c.result_truncated and c.evidence_level == _FULL else c.evidence_level
               for c in calls}
-    if levels == {_FULL}:
+    if levels == {_FULL} or not levels:  # (none: a compaction's detection, see Pipeline.compaction)
         return None
     if _NAMES in levels:
         return _NAMES
@@ -239,6 +239,7 @@ class Pipeline:
         # The signals' evaluate methods, bound once (run_step calls each of them per step).
         self._evaluators = tuple(s.evaluate for s in self.signals)
         self._epoch_signals = tuple(i for i, s in enumerate(self.signals) if s.uses_epochs)
+        self._boundary_signals = tuple(i for i, s in enumerate(self.signals) if s.uses_boundaries)
         self._tools: dict[str, _Tool] = {}
         # What argument texts (per tool) and plain-text results alone determine, for the
         # texts seen recently (bounded: emptied when full; see _request, _text_result).
@@ -624,6 +625,19 @@ class Pipeline:
             for i in self._epoch_signals:
                 run.states[i] = self.signals[i].epoch_ended(run.states[i])
         return None if finding is None else self.escalate(run, step, finding)
+
+    def compaction(self, run: RunState, compaction: Compaction) -> Detection | None:
+        """The run's context was compacted after its steps so far (signals/compaction.py);
+        the detection to announce, if any (on the compaction's record or span)."""
+        finding = None
+        for i in self._boundary_signals:
+            found = self.signals[i].boundary(run.states[i], run, compaction)
+            finding = finding or found
+        if finding is None:
+            return None
+        at = compaction.time_ns
+        step = Step(run.turn, (), (), None, "", at, at, compaction.span_id, run.tokens)
+        return self.escalate(run, step, finding)
 
     def escalate(self, run: RunState, step: Step, finding: Finding) -> Detection | None:
         """Turn a finding into a detection with its level, and reset the signals."""

@@ -1,9 +1,10 @@
 """The detection signals, one per module, behind :class:`~.base.Signal`.
 
 :func:`build_signals` returns the enabled agent-scope signals in pipeline order, cheap
-checks first: the wait check (it grants exemptions the others honour), then the window
-comparisons, the error counter, the no-progress counter, state revisits, and last the
-state signature and the published measure.
+checks first: the wait check (it grants exemptions the others honour), the compaction
+boundary's (it exempts the re-read after a compaction), then the window comparisons, the
+error counter, the no-progress counter, state revisits, and last the state signature and
+the published measure.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .barren import BarrenSignal
 from .base import CallFacts, Signal, Step
+from .compaction import CompactionSignal
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
 from .measure import MeasureSignal
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BarrenSignal",
     "CallFacts",
+    "CompactionSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
     "MeasureSignal",
@@ -43,6 +46,7 @@ __all__ = [
 
 _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     WaitSignal,
+    CompactionSignal,
     RepeatCycleSignal,
     FrequencySignal,
     ErrorRecurrenceSignal,

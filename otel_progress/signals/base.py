@@ -15,7 +15,7 @@ from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..model import Finding, Scope
+from ..model import Compaction, Finding, Scope
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -110,6 +110,14 @@ class Signal(ABC):
         """The run both changed the world and admitted something new since the last epoch
         (see ``RunState.epoch``); returns the state to keep."""
         return state
+
+    #: Whether :meth:`boundary` does anything (the pipeline calls only those that do).
+    uses_boundaries: bool = False
+
+    def boundary(self, state: Any, run: RunState, compaction: Compaction) -> Finding | None:
+        """The run's context was compacted here, between two steps (see
+        :mod:`.compaction`); a finding if that compaction is one."""
+        return None
 
 
 def holds(window: array[int], value: int) -> bool:
