@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .ai_sdk import AISDKConvention
 from .base import SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
@@ -66,6 +67,7 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     LlamaIndexConvention(),
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
+    AISDKConvention(),
     MCPConvention(),
     ClaudeCodeConvention(),
     GeminiCliConvention(),
