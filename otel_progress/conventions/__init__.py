@@ -33,6 +33,7 @@ from .llamaindex import LlamaIndexConvention
 from .mcp import MCPConvention
 from .openinference import OpenInferenceConvention
 from .openllmetry import OpenLLMetryConvention
+from .openllmetry_js import OpenLLMetryJSConvention
 from .pydantic_ai import PydanticAIConvention
 from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
@@ -65,6 +66,7 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     StrandsConvention(),
     GoogleADKConvention(),
     LlamaIndexConvention(),
+    OpenLLMetryJSConvention(),
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
     AISDKConvention(),

@@ -137,11 +137,8 @@ class Pipeline:
                 last, stable_since = state, time.monotonic()
             elif complete and time.monotonic() - stable_since >= settle:
                 return Exported(raw_requests, raw, annotated)
-            if time.monotonic() > deadline:
-                if raw or annotated:
-                    return Exported(raw_requests, raw, annotated)  # judged (and explained) by the test
-                raise PipelineError(f"no span of {service} reached the Collector within {timeout:.0f} s\n"
-                                    + self.logs())
+            if time.monotonic() > deadline:  # incomplete or nothing: judged (and explained) by the test
+                return Exported(raw_requests, raw, annotated)
             time.sleep(0.2)
 
 

@@ -31,7 +31,11 @@ BASE_ENV = {
     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
     "OTEL_METRICS_EXPORTER": "none",
     "OTEL_LOGS_EXPORTER": "none",
-    "OTEL_BSP_SCHEDULE_DELAY": "200",
+    # One export per run, at shutdown: the OpenTelemetry JS SDK stamps a span's start with
+    # Date.now() (milliseconds), so a model call and the tool call it made often start in the
+    # same millisecond, and how such ties fall across a batch boundary decides which step a
+    # call is counted in (FINDINGS.md); one batch makes serve's and scan's input the same.
+    "OTEL_BSP_SCHEDULE_DELAY": "30000",
     "HTTP_PROXY": "http://127.0.0.1:9",
     "HTTPS_PROXY": "http://127.0.0.1:9",
     "http_proxy": "http://127.0.0.1:9",
@@ -141,7 +145,7 @@ def run_agent(setup: Setup, scenario: str, env_dir: Path, pipeline: Pipeline, du
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
         err += f"\n[harness] timed out after {setup.timeout} s"
-    exported = pipeline.collect(service)
+    exported = pipeline.collect(service, timeout=30.0 if code == 0 else 3.0)
     run = Run(setup, scenario, service, code, out, err, exported, time.monotonic() - start)
     if dump is not None:
         dump.mkdir(parents=True, exist_ok=True)

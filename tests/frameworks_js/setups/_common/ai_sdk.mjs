@@ -1,6 +1,8 @@
 // The AI SDK agent every ai_sdk_* set-up runs: generateText (or streamText with --stream)
 // with the two tools and a scripted model, the SDK's own mock model from `ai/test`
-// (MockLanguageModelV2 in AI SDK 5, V3 in 6, V4 in 7) playing the scenario's script.
+// (MockLanguageModelV3 in AI SDK 6, V4 in 7) playing the scenario's script; for AI SDK 5,
+// whose `ai/test` imports vitest and msw, a plain LanguageModelV2 object (the interface of
+// `@ai-sdk/provider` that MockLanguageModelV2 implements).
 // The caller passes the package's exports, so that each set-up's own `ai` is used.
 import { DESCRIPTIONS, SCHEMAS, TOOLS, callId, nextStep } from './scripted.mjs';
 
@@ -24,7 +26,8 @@ function usage(spec) {
            outputTokens: { total: 20, text: 20, reasoning: 0 } };
 }
 
-/** The mock model (`Mock`: the SDK's MockLanguageModelV*, `spec`: 'v2', 'v3' or 'v4'). */
+/** The scripted model (`Mock`: the SDK's MockLanguageModelV*, or null for a plain model
+ * object; `spec`: 'v2', 'v3' or 'v4'). */
 export function scriptedModel(Mock, spec, scenario) {
   const move = options => {
     const step = nextStep(scenario, toolResults(options.prompt));
@@ -32,7 +35,7 @@ export function scriptedModel(Mock, spec, scenario) {
     const [toolName, args] = step;
     return { call: { type: 'tool-call', toolCallId: callId(), toolName, input: JSON.stringify(args) } };
   };
-  return new Mock({
+  const model = {
     provider: 'scripted',
     modelId: 'scripted-model',
     doGenerate: async options => {
@@ -50,7 +53,8 @@ export function scriptedModel(Mock, spec, scenario) {
       const stream = new ReadableStream({ start(c) { for (const p of parts) c.enqueue(p); c.close(); } });
       return { stream };
     },
-  });
+  };
+  return Mock ? new Mock(model) : { specificationVersion: spec, supportedUrls: {}, ...model };
 }
 
 /** The two tools, made with the SDK's `tool` and `jsonSchema`. */
