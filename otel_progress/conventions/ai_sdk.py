@@ -1,13 +1,15 @@
 """The Vercel AI SDK's own spans (``ai.*``): what ``generateText`` / ``streamText`` write
-with ``experimental_telemetry: { isEnabled: true }`` in AI SDK 4 to 6 (package ``ai``,
-``src/generate-text/generate-text.ts``, ``stream-text.ts``, ``execute-tool-call.ts``,
-``src/telemetry/assemble-operation-name.ts``), and through the ``LegacyOpenTelemetry``
-integration of AI SDK 7 (package ``@ai-sdk/otel``, ``src/legacy-open-telemetry.ts``).
+with ``experimental_telemetry: { isEnabled: true }`` in AI SDK 4 to 6 (package ``ai``:
+read in 6.0.326 ``src/generate-text/execute-tool-call.ts`` and
+``src/telemetry/assemble-operation-name.ts``, in 5.0.200 and 4.3.19 ``dist/index.mjs``), and
+through the ``LegacyOpenTelemetry`` integration of AI SDK 7 (package ``@ai-sdk/otel``, read
+in 1.0.173 ``src/legacy-open-telemetry.ts``).
 AI SDK 7's ``OpenTelemetry`` integration writes the GenAI conventions instead
 (:mod:`.genai`).
 
-Every span carries ``ai.operationId`` (written whatever the recording settings; and ``operation.name`` = the operation id, then the
-``functionId`` if one is set; ``ai.telemetry.functionId``):
+Every span carries ``ai.operationId``, written whatever the recording settings (and
+``operation.name`` = the operation id, then the ``functionId`` if one is set;
+``ai.telemetry.functionId``):
 
 * ``ai.generateText`` / ``ai.streamText``: one call of the tool loop, the agent run; the
   agent is ``ai.telemetry.functionId`` (``telemetry: { functionId }``). Its ``ai.usage.*``

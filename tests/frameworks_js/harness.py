@@ -24,8 +24,17 @@ from pathlib import Path
 
 from .envs import CACHE_DIR, InstallError, app_dir, env_path, install, prebuild
 from .pipeline import Exported, Pipeline, PipelineError
-from .rows import ROOT, SCENARIOS, SETUPS_DIR, WORKS_WITH_HEADER, Setup, SetupError, discover, works_with_row, \
-    works_with_table
+from .rows import (
+    ROOT,
+    SCENARIOS,
+    SETUPS_DIR,
+    WORKS_WITH_HEADER,
+    Setup,
+    SetupError,
+    discover,
+    works_with_row,
+    works_with_table,
+)
 from .runs import BASE_ENV, DETECTION_EVENTS, Run, agent_env, is_tool_span, run_agent, scan_detections
 
 __all__ = [

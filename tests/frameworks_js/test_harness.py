@@ -4,12 +4,13 @@ key, the shared script against the Python matrix's, and how spans are told to be
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,8 +20,16 @@ from . import envs
 from .rows import SETUPS_DIR, SetupError, discover
 from .runs import is_tool_span
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frameworks" / "setups" / "_common"))
-import scripted  # noqa: E402 - the Python matrix's script, standard library only
+
+def _python_script() -> ModuleType:
+    """The Python matrix's script (standard library only), loaded from its file."""
+    path = Path(__file__).resolve().parents[1] / "frameworks" / "setups" / "_common" / "scripted.py"
+    spec = importlib.util.spec_from_file_location("matrix_scripted", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 _PACKAGE = {"name": "demo", "private": True, "dependencies": {"ai": "7.0.1", "zod": "4.6.7"}}
 
@@ -99,6 +108,7 @@ def test_the_js_script_is_the_python_matrix_script() -> None:
     out = subprocess.run([node, "-e", code], cwd=SETUPS_DIR / "_common", capture_output=True, text=True, timeout=60,
                          check=True).stdout
     js = json.loads(out)
+    scripted = _python_script()
     for scenario in scripted.SCENARIOS:
         steps = [[name, args] for name, args in scripted.script(scenario)]
         assert js[scenario]["script"] == steps
