@@ -22,8 +22,10 @@ Every span carries ``ai.operationId``, written whatever the recording settings (
 * ``ai.toolCall``: one tool execution. ``ai.toolCall.name``, ``ai.toolCall.id`` (the
   model's call id, new every call: never read), ``ai.toolCall.args`` =
   ``JSON.stringify(input)``, ``ai.toolCall.result`` = ``JSON.stringify(output)`` (so a
-  string result arrives JSON-encoded, ``'"0 results"'``, and is decoded). Both are
-  recorded only while ``recordOutputs`` is on (the default). A failed tool sets the span
+  string result arrives JSON-encoded, ``'"0 results"'``, and is decoded); the AI SDK 5
+  betas named them ``ai.toolCall.input`` / ``ai.toolCall.output`` (read in 5.0.0-beta.1
+  ``dist/index.mjs``), read when the others are absent. Both are recorded only while
+  ``recordOutputs`` is on (the default). A failed tool sets the span
   status ERROR with an ``exception`` event.
 """
 
@@ -76,8 +78,8 @@ class AISDKConvention(SpanConvention):
         if _operation(span) != TOOL_CALL:
             return None
         a = span.attributes
-        arguments = a.get("ai.toolCall.args")
-        result = a.get("ai.toolCall.result")
+        arguments = a.get("ai.toolCall.args", a.get("ai.toolCall.input"))
+        result = a.get("ai.toolCall.result", a.get("ai.toolCall.output"))
         return ToolContent(first_text(a, TOOL_NAME), arguments, None if result is None else json_text(result))
 
     def read_tokens(self, span: SpanRecord) -> int | None:

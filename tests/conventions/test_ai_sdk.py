@@ -97,3 +97,10 @@ def test_a_generate_text_run_that_loops_is_caught_and_a_healthy_one_is_not() -> 
 
     assert ("barren", 4) in run([{"results": [], "total": 0}] * 6)
     assert run([{"results": [f"passage {i}"], "total": 1} for i in range(6)]) == []
+
+
+def test_the_ai_sdk_5_beta_names_are_read() -> None:
+    span = record("ai.toolCall", {_OP: "ai.toolCall", "ai.toolCall.name": "search_docs",
+                                  "ai.toolCall.input": '{"query":"refunds"}', "ai.toolCall.output": '"0 results"'})
+    call = read_tool_call(span)
+    assert (json.loads(call.arguments), call.result) == ({"query": "refunds"}, "0 results")

@@ -8,12 +8,13 @@ import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, detectResources, envDetector, hostDetector, processDetector } from '@opentelemetry/resources';
 
-/** Register a tracer provider exporting over OTLP; returns it (call `shutdown()` at the end). */
-export function startTracing() {
+/** Register a tracer provider exporting over OTLP; returns it (call `shutdown()` at the end).
+ * `makeProcessor(exporter)` makes its span processor (default: the SDK's batch processor). */
+export function startTracing(makeProcessor = exporter => new BatchSpanProcessor(exporter)) {
   const resource = defaultResource().merge(detectResources({ detectors: [envDetector, hostDetector, processDetector] }));
   const provider = new NodeTracerProvider({
     resource,
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [makeProcessor(new OTLPTraceExporter())],
   });
   provider.register();
   return provider;
