@@ -12,8 +12,8 @@ does not match:
   being the JSON text of the call's arguments;
 * result: ``traceloop.entity.output`` = ``JSON.stringify(output)``, the ``ToolMessage``
   serialised (``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs":
-  {"content", "name", "tool_call_id", ...}}``); its ``content`` is the result (taken off by
-  :mod:`.envelopes`) and its ``name`` the tool's real name.
+  {"content", "name", "tool_call_id", ...}}``); its ``content`` is the result and its
+  ``name`` the tool's real name (one parse for both).
 
 Both are written only while ``traceContent`` is on (the default). Without them the tool is
 known only by its class name, and names alone are never compared.
@@ -45,13 +45,16 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-def _tool_message_name(value: Any) -> str | None:
-    """The ``name`` of a serialised ``ToolMessage`` (only such a text is parsed)."""
+def _tool_message(value: Any) -> tuple[str | None, Any]:
+    """``(name, content)`` of a serialised ``ToolMessage`` (parsed once, only such a text),
+    else ``(None, value)`` for :mod:`.envelopes` to judge."""
     if not isinstance(value, str) or '"ToolMessage"' not in value or not value.startswith('{"lc"'):
-        return None
+        return None, value
     decoded = decode_json(value)
     kwargs = decoded.get("kwargs") if isinstance(decoded, Mapping) else None
-    return as_text(kwargs.get("name")) if isinstance(kwargs, Mapping) else None
+    if not isinstance(kwargs, Mapping) or "content" not in kwargs:
+        return None, value
+    return as_text(kwargs.get("name")), kwargs.get("content")
 
 
 class OpenLLMetryJSConvention(SpanConvention):
@@ -66,4 +69,5 @@ class OpenLLMetryJSConvention(SpanConvention):
         arguments, result = a.get(INPUT), a.get(OUTPUT)
         if arguments is None and result is None:
             return None
-        return ToolContent(_tool_message_name(result), None if arguments is None else _arguments(arguments), result)
+        name, result = _tool_message(result)
+        return ToolContent(name, None if arguments is None else _arguments(arguments), result)
