@@ -148,18 +148,27 @@ def table_pins(setup: Setup) -> list[str]:
     return [f"{n} {deps[n]}" for n in named]
 
 
-WORKS_WITH_HEADER = ("| Framework | Instrumentation | Versions tested | OTel JS SDK | Settings | Result |\n"
-                     "| --- | --- | --- | --- | --- | --- |")
+WORKS_WITH_HEADER = ("| Framework | Instrumentation | Versions tested | OTel JS SDK (sdk-trace-base) | Settings "
+                     "| Result |\n| --- | --- | --- | --- | --- | --- |")
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def locked_version(directory: Path, package: str) -> str | None:
+    """The version of ``package`` that the framework's lockfile installs at the top level."""
+    try:
+        packages = json.loads((directory / LOCKFILE).read_text()).get("packages") or {}
+    except ValueError:
+        return None
+    entry = packages.get(f"node_modules/{package}")
+    return entry.get("version") if isinstance(entry, dict) else None
+
+
 def works_with_row(setup: Setup) -> str:
     """The set-up's row of the README's JavaScript "Works with" table."""
-    deps = check_package(setup.directory)
-    sdk = deps.get("@opentelemetry/sdk-trace-node") or deps.get("@opentelemetry/sdk-trace-base") or "its own"
+    sdk = locked_version(setup.directory, "@opentelemetry/sdk-trace-base") or "?"
     settings = _one_line(setup.settings) if setup.settings else "—"
     if not setup.works:
         result = f"cannot work: {_one_line(setup.reason)}"
