@@ -6,6 +6,14 @@
 // The caller passes the package's exports, so that each set-up's own `ai` is used.
 import { DESCRIPTIONS, SCHEMAS, TOOLS, callId, nextStep } from './scripted.mjs';
 
+// The model answers and the tools return after a few milliseconds, as a local model server
+// and a real tool would: the OpenTelemetry JS SDK stamps span starts in whole milliseconds,
+// and with instant calls a model call and the tool call it made start in the same one,
+// whose order otel-progress cannot tell (tests/frameworks_js/FINDINGS.md, "Start times";
+// test_start_ties.py replays such a run).
+const LATENCY_MS = 3;
+const pause = () => new Promise(resolve => setTimeout(resolve, LATENCY_MS));
+
 function toolResults(prompt) {
   let done = 0;
   for (const message of prompt ?? []) {
@@ -39,11 +47,13 @@ export function scriptedModel(Mock, spec, scenario) {
     provider: 'scripted',
     modelId: 'scripted-model',
     doGenerate: async options => {
+      await pause();
       const m = move(options);
       const content = m.call ? [m.call] : [{ type: 'text', text: m.text }];
       return { content, finishReason: finish(spec, m.call ? 'tool-calls' : 'stop'), usage: usage(spec), warnings: [] };
     },
     doStream: async options => {
+      await pause();
       const m = move(options);
       const parts = [{ type: 'stream-start', warnings: [] }];
       if (m.call) parts.push(m.call);
@@ -62,7 +72,10 @@ export function tools({ tool, jsonSchema }) {
   return Object.fromEntries(Object.entries(TOOLS).map(([name, fn]) => [name, tool({
     description: DESCRIPTIONS[name],
     inputSchema: jsonSchema(SCHEMAS[name]),
-    execute: async args => fn(args),
+    execute: async args => {
+      await pause();
+      return fn(args);
+    },
   })]));
 }
 
