@@ -111,16 +111,33 @@ class ServiceConfig:
         return self.tap_endpoint or self.forward_endpoint
 
     def token(self) -> str:
-        """The bearer token (from ``auth_token`` or the first line of ``auth_token_file``)."""
+        """The bearer token: ``auth_token``, or the first line of ``auth_token_file``
+        (surrounding white space removed). A source that is set but yields no token (a
+        blank ``auth_token``, an empty file or one whose first line is blank, as an empty
+        Kubernetes secret key gives) raises :class:`ServiceConfigError`: the service must
+        not start without the authentication it was asked for."""
         if self.auth_token:
-            return self.auth_token
-        if self.auth_token_file:
-            try:
-                with open(self.auth_token_file, encoding="utf-8") as fh:
-                    return fh.readline().strip()
-            except OSError as exc:
-                raise ServiceConfigError(f"auth_token_file: cannot read {self.auth_token_file}: {exc}") from exc
-        return ""
+            if not self.auth_token.strip():
+                raise ServiceConfigError("auth_token: is blank (white space only); give the token, or leave it"
+                                         " unset for no authentication")
+            return self.auth_token.strip()
+        if not self.auth_token_file:
+            return ""
+        path = self.auth_token_file
+        try:
+            with open(path, "rb") as fh:
+                first = fh.readline(64 * 1024)
+        except OSError as exc:
+            raise ServiceConfigError(f"auth_token_file: cannot read {path}: {exc.strerror or exc}") from exc
+        try:
+            token = first.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise ServiceConfigError(f"auth_token_file: the first line of {path} is not UTF-8 text ({exc.reason}"
+                                     f" at byte {exc.start})") from exc
+        if not token:
+            why = "is empty" if not first else "has a blank first line (the token must be on the first line)"
+            raise ServiceConfigError(f"auth_token_file: {path} {why}; refusing to start without authentication")
+        return token
 
 
 def _strip_scheme(value: str) -> str:
@@ -175,7 +192,8 @@ OPTIONS: tuple[_Opt, ...] = (
     _Opt("tls_key", "server TLS private key (PEM)", "FILE"),
     _Opt("tls_client_ca", "CA bundle for client certificates: enables and requires mutual TLS", "FILE"),
     _Opt("auth_token", "require 'authorization: Bearer TOKEN' on every request", "TOKEN"),
-    _Opt("auth_token_file", "read the bearer token from this file's first line", "FILE"),
+    _Opt("auth_token_file", "read the bearer token from this file's first line, at start-up; an empty file or"
+         " a blank first line is an error", "FILE"),
     _Opt("max_receive_mib", "largest request accepted, MiB (default 64)", "MIB"),
     _Opt("workers", "gRPC worker threads that handle requests (default 16; at least max_inflight are used,"
          " plus 4 that only answer refusals)", "N"),

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import grpc
 import pytest
@@ -21,7 +25,9 @@ from otel_progress import Config, ProgressEngine
 from otel_progress.service.annotate import MAX_VALUE_CHARS
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.metrics import ServiceMetrics
+from otel_progress.service.options import ServiceConfig, ServiceConfigError
 from otel_progress.service.otlp import key_values
+from otel_progress.service.server import ProgressService
 
 from .helpers import (
     Downstream,
@@ -30,6 +36,7 @@ from .helpers import (
     attrs_of,
     chat_span,
     detections_on,
+    env_without_serve_vars,
     free_port,
     http_get,
     http_span,
@@ -42,6 +49,8 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.timeout(180)  # every test here is bounded; this is the backstop
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _open_trace(trace: int, calls: int) -> bytes:
@@ -303,3 +312,55 @@ def _get(url: str, authorization: str) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+# -- a bearer-token source that yields no token (issue 19) -------------------------------
+
+
+def _serve_process(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``otel-progress serve ARGS`` as a user runs it (no OTEL_PROGRESS_* variables of ours)."""
+    env = env_without_serve_vars()
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen([sys.executable, "-m", "otel_progress.cli", "serve", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("content,why", [
+    (b"", "is empty"),
+    (b"\n", "blank first line"),
+    (b"   \t\r\n", "blank first line"),
+    (b"\ns3cret\n", "blank first line"),  # a template that put a newline before the token
+    (b"\xff\xfe\x00s3cret\n", "not UTF-8"),
+])
+def test_a_token_file_that_yields_no_token_is_a_start_up_error(tmp_path, content, why):
+    path = tmp_path / "token"
+    path.write_bytes(content)
+    with pytest.raises(ServiceConfigError, match=why) as info:
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token_file=str(path)))
+    assert str(path) in str(info.value) and "auth_token_file" in str(info.value)
+    with pytest.raises(ServiceConfigError, match="cannot read"):
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token_file=str(tmp_path)))
+    with pytest.raises(ServiceConfigError, match="blank"):
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token=" \t"))
+
+
+def test_serve_with_an_empty_token_file_exits_2_naming_the_file_and_never_listens(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("")
+    port = free_port()
+    for args, env in ((("--auth-token-file", str(path)), {}),
+                      ((), {"OTEL_PROGRESS_SERVE_AUTH_TOKEN_FILE": str(path)})):  # as a k8s secret mount
+        proc = _serve_process("--listen", f"127.0.0.1:{port}", "--health-listen", "", *args, env_extra=env)
+        try:
+            _out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _out, err = proc.communicate(timeout=10)
+            pytest.fail(f"serve started with an empty token file: {err}")
+        assert proc.returncode == 2, err
+        assert f"auth_token_file: {path} is empty" in err
+        assert "Traceback" not in err and "no authentication" not in err
+    # and a token on the first line is read (the error is not a blanket refusal)
+    path.write_text("s3cret\n")
+    assert ServiceConfig(auth_token_file=str(path)).token() == "s3cret"
