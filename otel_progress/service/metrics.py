@@ -95,10 +95,12 @@ METRICS: tuple[MetricDef, ...] = (
               "Requests refused at admission (max inflight requests or MiB), answered UNAVAILABLE with"
               " RetryInfo before any work."),
     MetricDef("progress.service.inflight", "gauge", "1", "Export requests being handled."),
-    MetricDef("progress.service.tap.exported", "counter", "1", "Annotation spans sent by tap mode."),
-    MetricDef("progress.service.tap.failures", "counter", "1", "Failed tap exports (retried)."),
+    MetricDef("progress.service.tap.exported", "counter", "1",
+              "Findings sent by tap mode, by signal: annotation spans (traces) and detection log records (logs)."),
+    MetricDef("progress.service.tap.failures", "counter", "1", "Failed tap exports (retried), by signal."),
     MetricDef("progress.service.tap.dropped", "counter", "1",
-              "Annotation spans dropped in tap mode (queue full or retries exhausted)."),
+              "Findings tap mode gave up on, by signal and reason: queue_full, rejected (a permanent failure),"
+              " retries_exhausted, shutdown (not sent within --drain-timeout)."),
     MetricDef("progress.service.errors", "counter", "1",
               "Internal errors while detecting (the batch is forwarded unannotated)."),
 )

@@ -209,7 +209,8 @@ OPTIONS: tuple[_Opt, ...] = (
          " beyond it the least recently used traces are evicted (default 384: fits the 1 GiB limit of"
          " collector-config/k8s)", "MIB"),
     _Opt("batch_cache", "digests of answered requests remembered, for retries (default 4096; 0: off)", "N"),
-    _Opt("drain_timeout", "seconds to finish requests in flight on SIGTERM/SIGINT (default 10)", "SECONDS"),
+    _Opt("drain_timeout", "seconds to drain on SIGTERM/SIGINT: finish requests in flight, then send the tap"
+         " findings queued (what is left is dropped, counted and logged) (default 10)", "SECONDS"),
     _Opt("service_name", "service.name of the service's own telemetry (default otel-progress)", "NAME"),
     _Opt("instance_id", "service.instance.id of the service's own telemetry (default: host:pid)", "ID"),
     _Opt("config", "engine config file (JSON/YAML), as OTEL_PROGRESS_CONFIG", "FILE"),

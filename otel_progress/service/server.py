@@ -44,11 +44,11 @@ from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
-from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, LogsTap, MalformedLogsRequest
+from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
 from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
-from .tap import MetricsPusher, TapExporter
+from .tap import LogsTap, MetricsPusher, TapExporter
 
 __all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
 
@@ -258,7 +258,9 @@ class ProgressService:
                          f" ({'plaintext' if cfg.forward_insecure else 'TLS'}, {cfg.forward_compression},"
                          f" timeout {cfg.forward_timeout:g}s); acknowledging only after the forward succeeded")
         else:
-            lines.append(f"  mode tap: forwarding nothing; annotation spans and metrics to {cfg.tap_target}")
+            lines.append(f"  mode tap: forwarding nothing; annotation spans, detection records and metrics to"
+                         f" {cfg.tap_target} (batched; on SIGTERM what is queued is sent within the drain timeout,"
+                         f" {cfg.drain_timeout:g}s, the rest dropped, counted and logged)")
         lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
                      f" a run ends {self.engine.config.run_ttl_seconds:g}s after its last record")
         if self._pusher is not None and self._metrics_forwarder is not None:
@@ -273,25 +275,30 @@ class ProgressService:
         return "\n".join(lines)
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop accepting requests, finish those in flight (up to ``grace`` seconds,
-        default ``drain_timeout``), flush tap findings and metrics, close everything."""
+        """Stop accepting requests and drain within ``grace`` seconds (default
+        ``drain_timeout``): finish the requests in flight, then send the tap findings
+        still queued (both taps at once) until the same deadline; what could not be sent
+        is counted and logged (:mod:`.tap`). Then push the metrics a last time (at most
+        2 s more) and close everything."""
         if self._stopped.is_set():
             return
         self._stopping = True
         grace = self.config.drain_timeout if grace is None else grace
+        deadline = time.monotonic() + grace
         if self._server is not None:
             self._server.stop(grace).wait(grace + 5)
         self._maint_stop.set()
         if self._maint is not None:
             self._maint.join(2.0)
-        if self._tap is not None:
-            self._tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
+        taps = [t for t in (self._tap, self._logs_tap) if t is not None]
+        for tap in taps:
+            tap.stop(deadline)
+        for tap in taps:
+            tap.join()
         if self._pusher is not None:
             self._pusher.shutdown()
         for fwd in {id(f): f for f in (self._forwarder, self._metrics_forwarder) if f is not None}.values():
             fwd.close()
-        if self._logs_tap is not None:
-            self._logs_tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
         if self._logs_forwarder is not None:
             self._logs_forwarder.close()
         if self._health is not None:
@@ -477,7 +484,7 @@ class ProgressService:
         assert self._logs_forwarder is not None
         if self.config.mode == "tap":
             if result is not None and new and self._logs_tap is not None:
-                self._logs_tap.submit(self.logs.findings_request(result.request, new), len(new))
+                self._logs_tap.submit(self.logs.findings_request(result.request, new))
             return ExportLogsServiceResponse()
         fwd = self._logs_forwarder.forward(out, self._forward_timeout(context))
         if self._downstream is not None:
@@ -553,7 +560,8 @@ def run_serve(config: ServiceConfig) -> int:
     print(service.describe(), file=sys.stderr, flush=True)
 
     def _stop(signum: int, _frame: Any) -> None:
-        print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight"
+        queued = " and the findings queued for the tap endpoint" if config.mode == "tap" else ""
+        print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight{queued}"
               f" (up to {config.drain_timeout:g}s)", file=sys.stderr, flush=True)
         threading.Thread(target=service.stop, name="otel-progress-stop", daemon=True).start()
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +18,8 @@ import time
 import tracemalloc
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -30,6 +34,7 @@ from otel_progress.service.otlp import key_values
 from otel_progress.service.server import ProgressService
 
 from .helpers import (
+    Client,
     Downstream,
     Request,
     all_spans,
@@ -40,7 +45,9 @@ from .helpers import (
     free_port,
     http_get,
     http_span,
+    loop_trace,
     progressing_trace,
+    prom_value,
     request,
     retry_delay,
     tid,
@@ -364,3 +371,155 @@ def test_serve_with_an_empty_token_file_exits_2_naming_the_file_and_never_listen
     # and a token on the first line is read (the error is not a blanket refusal)
     path.write_text("s3cret\n")
     assert ServiceConfig(auth_token_file=str(path)).token() == "s3cret"
+
+
+# -- tap mode drains its findings on shutdown (issue 19) ---------------------------------
+
+
+class _SlowTapEndpoint:
+    """A real OTLP/gRPC endpoint (traces, logs, metrics) that takes ``delay`` seconds to
+    answer each request and counts the annotation spans and log records it accepted."""
+
+    def __init__(self, delay: float) -> None:
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+        self.delay = delay
+        self.release = threading.Event()  # set at the end: requests still held return at once
+        self.lock = threading.Lock()
+        self.spans = 0
+        self.records: list[bytes] = []
+        self.requests = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
+
+        def handler(service: str, count: Callable[[bytes], None]) -> grpc.GenericRpcHandler:
+            def export(raw: bytes, context: grpc.ServicerContext) -> bytes:
+                self.release.wait(self.delay)
+                if context.is_active():
+                    with self.lock:
+                        self.requests += 1
+                        count(raw)
+                return b""
+
+            return grpc.method_handlers_generic_handler(service, {"Export": grpc.unary_unary_rpc_method_handler(
+                export, request_deserializer=None, response_serializer=lambda b: b)})
+
+        def spans(raw: bytes) -> None:
+            self.spans += len(all_spans(Request.FromString(raw)))
+
+        def records(raw: bytes) -> None:
+            req = logs_service_pb2.ExportLogsServiceRequest.FromString(raw)
+            self.records += [r.SerializeToString() for rl in req.resource_logs for sl in rl.scope_logs
+                             for r in sl.log_records]
+
+        self.server.add_generic_rpc_handlers((
+            handler("opentelemetry.proto.collector.trace.v1.TraceService", spans),
+            handler("opentelemetry.proto.collector.logs.v1.LogsService", records),
+            handler("opentelemetry.proto.collector.metrics.v1.MetricsService", lambda raw: None),
+        ))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.stop(0).wait(5)
+
+
+def _looping_codex_runs(runs: int) -> list[bytes]:
+    """``runs`` copies of the real Codex CLI capture of a loop (3 detections each), each
+    its own conversation: LogsService/Export requests as the CLI sends them."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from tests.logs.conftest import b64_ids, golden
+
+    text = golden("codex-0.171.0-loop.jsonl").read_text()
+    conversation = "01a23128-9b8f-7d63-91ab-f96e27715538"
+    assert conversation in text
+    out = []
+    for n in range(runs):
+        for line in text.replace(conversation, f"01a23128-9b8f-7d63-91ab-{n:012d}").splitlines():
+            if line.strip():
+                message = json_format.ParseDict(b64_ids(json.loads(line)), ExportLogsServiceRequest(),
+                                                ignore_unknown_fields=True)
+                out.append(message.SerializeToString())
+    return out
+
+
+_LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+
+def _tap_load(port: int, codex_runs: int, traces: int) -> None:
+    """Send the load to a service: looping Codex sessions (logs) and looping traces."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        logs = channel.unary_unary(_LOGS_EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for raw in _looping_codex_runs(codex_runs):
+            logs(raw, timeout=10)
+    client = Client(f"127.0.0.1:{port}")
+    try:
+        for t in range(traces):
+            client.export(request(loop_trace(700 + t, turns=6)))
+    finally:
+        client.close()
+
+
+def test_tap_mode_delivers_every_finding_to_a_slow_endpoint_on_sigterm_right_after_load():
+    """Issue 19: with a slow tap endpoint, SIGTERM right after load delivered 39 of 120
+    detection records (one request at a time, then 5 s of flush and the rest discarded)."""
+    sink = _SlowTapEndpoint(delay=0.25)
+    port, health = free_port(), free_port()
+    proc = _serve_process("--mode", "tap", "--tap-endpoint", sink.endpoint, "--listen", f"127.0.0.1:{port}",
+                          "--health-listen", f"127.0.0.1:{health}", "--drain-timeout", "10")
+    try:
+        assert wait_until(lambda: proc.poll() is not None or http_get(f"http://127.0.0.1:{health}/readyz")[0] == 200,
+                          30, 0.2)
+        assert proc.poll() is None, proc.communicate()[1]
+        _tap_load(port, codex_runs=40, traces=40)
+        metrics = http_get(f"http://127.0.0.1:{health}/metrics")[1]
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        _out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        sink.stop()
+    assert proc.returncode == 0, err
+    detections = prom_value(metrics, "progress_service_detections_total")
+    assert len(sink.records) == 120  # 3 per looping Codex session, every one delivered
+    assert len(set(sink.records)) == 120
+    assert sink.spans == detections - 120 > 0  # and every annotation span of the traces
+    assert "shutdown: dropped" not in err and "WARNING" not in err, err
+    assert took < 12, took  # within --drain-timeout (and the last metrics push)
+    assert sink.requests < 60  # batched: far fewer requests than the 120 records and the spans
+
+
+def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(make_service, caplog):
+    sink = _SlowTapEndpoint(delay=60)  # accepts, never answers in time
+    try:
+        svc = make_service(mode="tap", tap_endpoint=sink.endpoint, forward_timeout=0.5, drain_timeout=1.0)
+        _tap_load(svc.port, codex_runs=4, traces=4)
+        found = svc.metrics.value("progress.service.detections")
+        assert found > 12
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="otel_progress"):
+            svc.stop()
+        took = time.monotonic() - started
+    finally:
+        sink.stop()
+    assert took < 1.0 + 1.0 + 2 * 2.0 + 1.0, took  # the drain, a last export, the last metrics push
+    value = svc.metrics.value
+    records = value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"})
+    spans = value("progress.service.tap.dropped", {"signal": "traces", "reason": "shutdown"})
+    assert records == 12 and spans == found - 12
+    assert value("progress.service.tap.exported") == 0 and value("progress.service.tap.failures") > 0
+    assert value("progress.service.tap.dropped") == found  # nothing dropped without a count
+    lines = [r.getMessage() for r in caplog.records if "shutdown: dropped" in r.getMessage()]
+    assert any(f"dropped {records:.0f} detection record(s)" in m and sink.endpoint in m for m in lines), lines
+    assert any(f"dropped {spans:.0f} annotation span(s)" in m for m in lines), lines
+    text = svc.metrics.prometheus_text()
+    assert 'progress_service_tap_dropped_total{reason="shutdown",signal="logs"} 12' in text
