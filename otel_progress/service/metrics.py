@@ -101,6 +101,9 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.tap.dropped", "counter", "1",
               "Findings tap mode gave up on, by signal and reason: queue_full, rejected (a permanent failure),"
               " retries_exhausted, shutdown (not sent within --drain-timeout)."),
+    MetricDef("progress.service.health.refused", "counter", "1",
+              "Health-port connections closed before an answer, by reason: shed (it had sent no complete request"
+              " when a newer connection needed its place) or busy (every connection was being answered)."),
     MetricDef("progress.service.errors", "counter", "1",
               "Internal errors while detecting (the batch is forwarded unannotated)."),
 )

@@ -46,7 +46,7 @@ class ServiceConfig:
     metrics_interval: float = 10.0
     health_listen: str = "127.0.0.1:13417"
     health_traces: bool = False
-    health_max_connections: int = 16
+    health_max_connections: int = 256
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
@@ -186,8 +186,10 @@ OPTIONS: tuple[_Opt, ...] = (
          " 127.0.0.1:13417; empty: off)", "HOST:PORT"),
     _Opt("health_traces", "serve /traces (the trace ids held) on the health port (default false); with"
          " --auth-token it requires the bearer token", "BOOL"),
-    _Opt("health_max_connections", "health-port connections served at once; more are closed at once, and an"
-         " idle connection is closed after 5 s (default 16)", "N"),
+    _Opt("health_max_connections", "health-port connections open at once (one thread serves them all); at the"
+         " limit a new connection closes the oldest one that has not sent its request yet, and a connection"
+         " that sends none within 5 s is closed, so idle connections cannot make /healthz fail (default 256)",
+         "N"),
     _Opt("tls_cert", "server TLS certificate (PEM)", "FILE"),
     _Opt("tls_key", "server TLS private key (PEM)", "FILE"),
     _Opt("tls_client_ca", "CA bundle for client certificates: enables and requires mutual TLS", "FILE"),

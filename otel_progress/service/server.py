@@ -216,7 +216,9 @@ class ProgressService:
                 self._health = HealthServer(cfg.health_listen, ready=self.readiness,
                                             metrics_text=self.metrics.prometheus_text,
                                             traces=self.detector.known_traces if cfg.health_traces else None,
-                                            token=self._token, max_connections=cfg.health_max_connections)
+                                            token=self._token, max_connections=cfg.health_max_connections,
+                                            on_refused=lambda reason: self.metrics.add(
+                                                "progress.service.health.refused", 1, {"reason": reason}))
             except OSError as exc:
                 server.stop(0)
                 raise ServiceConfigError(f"cannot listen on {cfg.health_listen} (health): {exc}") from exc

@@ -523,3 +523,54 @@ def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(m
     assert any(f"dropped {spans:.0f} annotation span(s)" in m for m in lines), lines
     text = svc.metrics.prometheus_text()
     assert 'progress_service_tap_dropped_total{reason="shutdown",signal="logs"} 12' in text
+
+
+# -- the health port: liveness whatever else is connected (issue 19) --------------------
+
+
+def test_idle_connections_to_the_health_port_cannot_fail_liveness(make_service, downstream):
+    """Issue 19: 300 idle unauthenticated connections made /healthz answer 503 (16 served
+    at once), so anyone who could reach the port could get the pod restarted."""
+    svc = make_service(forward_endpoint=downstream.endpoint)
+    base = threading.active_count()
+    socks = []
+    try:
+        for n in range(600):  # connected and silent, or a request head that never ends (slowloris)
+            s = socket.create_connection(("127.0.0.1", svc.health_port), timeout=2)
+            if n % 2:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        started = time.monotonic()
+        for _ in range(20):  # every probe is answered at once, while the connections are held
+            assert http_get(f"http://127.0.0.1:{svc.health_port}/healthz", timeout=2) == (200, "ok\n")
+        assert http_get(f"http://127.0.0.1:{svc.health_port}/readyz", timeout=2) == (200, "ready\n")
+        assert time.monotonic() - started < 4  # not after the idle connections timed out (5 s)
+        assert threading.active_count() <= base + 1  # no thread per connection
+        assert svc._health is not None and svc._health.open_connections <= 256
+        shed = svc.metrics.value("progress.service.health.refused", {"reason": "shed"})
+        assert shed >= 600 - 256
+        assert 'progress_service_health_refused_total{reason="shed"}' in http_get(
+            f"http://127.0.0.1:{svc.health_port}/metrics")[1]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_the_health_port_answers_http_as_before(make_service, downstream):
+    svc = make_service(forward_endpoint=downstream.endpoint, health_max_connections=4)
+    base = f"http://127.0.0.1:{svc.health_port}"
+    assert http_get(base + "/nowhere")[0] == 404
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"p" * 20_000 + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431 ")  # a head over 16 KiB
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 405 ")
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = s.recv(1000)
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\n")  # no body
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=8) as s:
+        started = time.monotonic()
+        assert s.recv(100) == b""  # a connection that sends nothing is closed after 5 s
+        assert 4 < time.monotonic() - started < 7.5
