@@ -67,6 +67,9 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.detections.detached", "counter", "1",
               "Detections whose span was not in the batch that produced them (written as an annotation"
               " span instead of on the span)."),
+    MetricDef("progress.service.detections.logged", "counter", "1",
+              "Detections found in traces queued as gen_ai.evaluation.result log records (--detection-events"
+              " log or both); their delivery is counted in progress.service.tap.* with signal=logs."),
     MetricDef("progress.service.batches.replayed", "counter", "1",
               "Requests whose exact bytes were answered before (a retry); answered from the digest cache."),
     MetricDef("progress.service.batches.annotated", "counter", "1",

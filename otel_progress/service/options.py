@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import SCALAR_TYPES, coerce_scalar
+from ..evaluation import DETECTION_EVENTS
 
 __all__ = ["ENV_PREFIX", "OPTIONS", "ServiceConfig", "ServiceConfigError", "add_arguments", "from_args"]
 
@@ -33,6 +34,7 @@ class ServiceConfig:
     """All service options. See docs/service.md for each."""
 
     mode: str = "inline"
+    detection_events: str = "both"
     listen: str = "127.0.0.1:4417"
     forward_endpoint: str = "127.0.0.1:4319"
     forward_timeout: float = 4.0
@@ -72,6 +74,9 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("inline", "tap"):
             raise ServiceConfigError(f"mode: must be 'inline' or 'tap', got {self.mode!r}")
+        if self.detection_events not in DETECTION_EVENTS:
+            raise ServiceConfigError(f"detection_events: must be one of {', '.join(DETECTION_EVENTS)},"
+                                     f" got {self.detection_events!r}")
         if self.forward_compression not in ("gzip", "none"):
             raise ServiceConfigError(
                 f"forward_compression: must be 'gzip' or 'none', got {self.forward_compression!r}"
@@ -164,6 +169,10 @@ class _Opt:
 OPTIONS: tuple[_Opt, ...] = (
     _Opt("mode", "inline: annotate spans and forward them (default); tap: receive a copy, forward"
          " nothing, send findings as annotation spans and metrics", choices=("inline", "tap")),
+    _Opt("detection_events", "how detections found in traces are written: both (default): on the spans (events"
+         " and attributes; annotation spans in tap mode) and as gen_ai.evaluation.result log records in the"
+         " span's context (LogsService/Export to the forward endpoint, or the tap endpoint); span: on the spans"
+         " only; log: as log records only", choices=DETECTION_EVENTS),
     _Opt("listen", "OTLP/gRPC listen address (default 127.0.0.1:4417)", "HOST:PORT"),
     _Opt("forward_endpoint", "inline mode: downstream OTLP/gRPC endpoint (default 127.0.0.1:4319)",
          "HOST:PORT"),

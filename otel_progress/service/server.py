@@ -44,6 +44,7 @@ from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
+from .log_events import DetectionLogs, DetectionLogsTap
 from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
@@ -112,6 +113,7 @@ class ProgressService:
         self.logs = LogsDetector(self.engine, self.metrics, idle_seconds=engine_config.run_ttl_seconds)
         self._logs_forwarder: LogsForwarder | None = None
         self._logs_tap: LogsTap | None = None
+        self._detection_logs: DetectionLogs | None = None
         self._token = cfg.token()
         self._forwarder: Forwarder | None = None
         self._tap: TapExporter | None = None
@@ -154,8 +156,10 @@ class ProgressService:
             cfg.forward_endpoint if cfg.mode == "inline" else cfg.tap_target, timeout=cfg.forward_timeout,
             compression=cfg.forward_compression, insecure=cfg.forward_insecure, ca_file=cfg.forward_ca,
             headers=cfg.forward_headers, max_message_mib=cfg.max_receive_mib + 1)
-        if cfg.mode == "tap":
-            self._logs_tap = LogsTap(self._logs_forwarder, self.metrics)
+        if cfg.mode == "tap" or cfg.detection_events != "span":
+            self._logs_tap = DetectionLogsTap(self._logs_forwarder, self.metrics)
+            if cfg.detection_events != "span":
+                self._detection_logs = DetectionLogs(cfg.detection_events, self._logs_tap, self.metrics)
         metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
         if metrics_endpoint:
             self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
@@ -263,6 +267,12 @@ class ProgressService:
             lines.append(f"  mode tap: forwarding nothing; annotation spans, detection records and metrics to"
                          f" {cfg.tap_target} (batched; on SIGTERM what is queued is sent within the drain timeout,"
                          f" {cfg.drain_timeout:g}s, the rest dropped, counted and logged)")
+        spans = "annotation spans" if cfg.mode == "tap" else "span events and attributes"
+        events = {"both": f"{spans}, and gen_ai.evaluation.result log records to the logs endpoint",
+                  "span": f"{spans} only",
+                  "log": "gen_ai.evaluation.result log records only, to the logs endpoint"}
+        lines.append(f"  detections in traces: {events[cfg.detection_events]} (--detection-events"
+                     f" {cfg.detection_events})")
         lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
                      f" a run ends {self.engine.config.run_ttl_seconds:g}s after its last record")
         if self._pusher is not None and self._metrics_forwarder is not None:
@@ -420,6 +430,8 @@ class ProgressService:
             self.metrics.add("progress.service.errors")
             _log.exception("otel-progress: detection failed; forwarding the batch unannotated")
             result = None
+        if result is not None and self._detection_logs is not None:
+            result = self._detection_logs.route(raw, result)  # (log mode: the spans are left alone)
 
         if self.config.mode == "tap":
             if result is not None and result.new_detections:

@@ -490,9 +490,13 @@ def test_tap_mode_delivers_every_finding_to_a_slow_endpoint_on_sigterm_right_aft
         sink.stop()
     assert proc.returncode == 0, err
     detections = prom_value(metrics, "progress_service_detections_total")
-    assert len(sink.records) == 120  # 3 per looping Codex session, every one delivered
-    assert len(set(sink.records)) == 120
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    evaluations = sum(logs_pb2.LogRecord.FromString(r).event_name == "gen_ai.evaluation.result" for r in sink.records)
+    assert len(sink.records) - evaluations == 120  # 3 per looping Codex session, every one delivered
+    assert len(set(sink.records)) == len(sink.records)
     assert sink.spans == detections - 120 > 0  # and every annotation span of the traces
+    assert evaluations == sink.spans  # and the traces' detections as log records (--detection-events both)
     assert "shutdown: dropped" not in err and "WARNING" not in err, err
     assert took < 12, took  # within --drain-timeout (and the last metrics push)
     assert sink.requests < 60  # batched: far fewer requests than the 120 records and the spans
@@ -515,14 +519,16 @@ def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(m
     value = svc.metrics.value
     records = value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"})
     spans = value("progress.service.tap.dropped", {"signal": "traces", "reason": "shutdown"})
-    assert records == 12 and spans == found - 12
+    # the Codex sessions' 12 detection records; the traces' detections as annotation spans and, with
+    # --detection-events both, as log records as well
+    assert records == 12 + (found - 12) and spans == found - 12
     assert value("progress.service.tap.exported") == 0 and value("progress.service.tap.failures") > 0
-    assert value("progress.service.tap.dropped") == found  # nothing dropped without a count
+    assert value("progress.service.tap.dropped") == records + spans  # nothing dropped without a count
     lines = [r.getMessage() for r in caplog.records if "shutdown: dropped" in r.getMessage()]
     assert any(f"dropped {records:.0f} detection record(s)" in m and sink.endpoint in m for m in lines), lines
     assert any(f"dropped {spans:.0f} annotation span(s)" in m for m in lines), lines
     text = svc.metrics.prometheus_text()
-    assert 'progress_service_tap_dropped_total{reason="shutdown",signal="logs"} 12' in text
+    assert f'progress_service_tap_dropped_total{{reason="shutdown",signal="logs"}} {records:.0f}' in text
 
 
 # -- the health port: liveness whatever else is connected (issue 19) --------------------
