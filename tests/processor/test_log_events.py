@@ -7,8 +7,10 @@ this file on 1.40 too)."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -241,9 +243,6 @@ def test_the_records_reach_a_logs_service_through_the_otlp_exporter() -> None:
 
 
 def _instrumented(env: dict[str, str]) -> Any:
-    import sys
-    from pathlib import Path
-
     instrument = str(Path(sys.executable).parent / "opentelemetry-instrument")
     proc = run_script([instrument, sys.executable, "looping_agent.py"], {**INSTRUMENT_ENV, **env},
                       cwd=EXAMPLES_ZERO_CODE)
@@ -303,3 +302,33 @@ def test_instrument_option(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(_records(exporter)) == 1
     finally:
         instrumentor.uninstrument()
+
+
+def _declarative_supported() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("opentelemetry.configuration") is None:
+        return False
+    from opentelemetry.sdk import environment_variables
+
+    return hasattr(environment_variables, "OTEL_CONFIG_FILE")
+
+
+@pytest.mark.skipif(not _declarative_supported(), reason="SDK without OTEL_CONFIG_FILE support"
+                    " or opentelemetry-configuration not installed")
+def test_declarative_file_with_a_logger_provider_and_the_option(tmp_path: Any) -> None:
+    text = (EXAMPLES_ZERO_CODE / "otel-config.yaml").read_text().replace(
+        "instrumentation/development:",
+        "logger_provider:\n  processors:\n    - simple:\n        exporter:\n          console: {}\n"
+        "instrumentation/development:").replace(
+        "      barren_threshold: 5\n", "      barren_threshold: 5\n      detection_events: log\n")
+    (tmp_path / "otel-config.yaml").write_text(text)
+    (tmp_path / "manifest.json").write_text((EXAMPLES_ZERO_CODE / "manifest.json").read_text())
+    instrument = str(Path(sys.executable).parent / "opentelemetry-instrument")
+    proc = run_script([instrument, sys.executable, str(EXAMPLES_ZERO_CODE / "looping_agent.py")],
+                      {"OTEL_CONFIG_FILE": str(tmp_path / "otel-config.yaml")}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _console_records(proc.stdout)
+    assert [r["attributes"]["progress.turn"] for r in records] == [5]  # barren_threshold 5, from the file
+    spans = [o for o in json_objects(proc.stdout) if isinstance(o, dict) and "context" in o]
+    assert spans and not any(e["name"] == "no_progress" for s in spans for e in s.get("events", []))
