@@ -61,9 +61,11 @@ def _parser() -> argparse.ArgumentParser:
             " was detected where, with the nudge a harness would have sent. No server needed."
         ),
     )
-    demo.add_argument("--output", "-o", metavar="FILE", default="otel-progress-demo.jsonl",
-                      help="OTLP/JSON file to write (default: %(default)s), with the settings used beside it"
-                           " (NAME.config.json, for the scan command printed at the end); '' for none")
+    demo.add_argument("--output", "-o", metavar="FILE", default=None,
+                      help="OTLP/JSON file to write, with the settings used beside it (NAME.config.json, for"
+                           " the scan command printed at the end); '' for none (default:"
+                           " otel-progress-demo.jsonl in ${OTEL_PROGRESS_CACHE:-~/.cache/otel-progress}/demo/,"
+                           " not the current directory)")
 
     serve = sub.add_parser(
         "serve",
@@ -228,9 +230,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return run_doctor(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from .demo import default_output, run_demo
 
-        return run_demo(args.output or None)
+        return run_demo(default_output() if args.output is None else (args.output or None))
     parser.print_help(sys.stderr)
     return 2
 

@@ -77,13 +77,18 @@ class _BatchingTap(Generic[T]):
     def _put(self, items: Sequence[T]) -> int:
         """Queue ``items`` (as many as there is room for); returns how many were queued."""
         with self._cond:
-            room = self.max_queue - len(self._items) if self._deadline is None else 0
+            closed = self._deadline is not None
+            room = 0 if closed else self.max_queue - len(self._items)
             taken = list(items[:max(room, 0)])
             self._items.extend(taken)
             self._pending += len(taken)
             self._cond.notify()
         refused = len(items) - len(taken)
-        if refused:
+        if refused and closed:  # found after the drain began (the service stops taking requests first)
+            self._dropped(refused, "shutdown")
+            with self._cond:
+                self._dropped_at_shutdown += refused
+        elif refused:
             self._dropped(refused, "queue_full")
             self._limited.log(f"tap-full-{self.signal}", logging.WARNING,
                               f"otel-progress: tap queue full ({self.max_queue} {self.what}): dropped {refused}"
@@ -124,7 +129,8 @@ class _BatchingTap(Generic[T]):
             self._cond.notify_all()
         if left:
             self._dropped(left, "shutdown")
-        dropped = self._dropped_at_shutdown + left
+        with self._cond:
+            dropped = self._dropped_at_shutdown + left
         if dropped:
             _log.warning("otel-progress: shutdown: dropped %d %s that could not be sent to %s within the drain"
                          " timeout (progress.service.tap.dropped{reason=shutdown})", dropped, self.what,
@@ -204,7 +210,8 @@ class _BatchingTap(Generic[T]):
             return
         self._dropped(count, reason)
         if reason == "shutdown":
-            self._dropped_at_shutdown += count  # one line for all of them, in join()
+            with self._cond:
+                self._dropped_at_shutdown += count  # one line for all of them, in join()
         else:
             _log.warning("otel-progress: dropping %d %s for %s (%s): %s", count, self.what, self.endpoint,
                          reason.replace("_", " "), why)

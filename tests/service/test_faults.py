@@ -580,3 +580,29 @@ def test_the_health_port_answers_http_as_before(make_service, downstream):
         started = time.monotonic()
         assert s.recv(100) == b""  # a connection that sends nothing is closed after 5 s
         assert 4 < time.monotonic() - started < 7.5
+
+
+def test_a_full_tap_queue_drops_what_does_not_fit_and_counts_it(caplog):
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from otel_progress.service.logs import LogsForwarder
+    from otel_progress.service.tap import LogsTap
+
+    sink = _SlowTapEndpoint(delay=60)
+    metrics = ServiceMetrics()
+    forwarder = LogsForwarder(sink.endpoint, timeout=0.5)
+    tap = LogsTap(forwarder, metrics, max_queue=3)
+    try:
+        request = ExportLogsServiceRequest()
+        records = request.resource_logs.add().scope_logs.add().log_records
+        for n in range(10):
+            records.add().body.string_value = f"detection {n}"
+        with caplog.at_level(logging.WARNING, logger="otel_progress"):
+            assert tap.submit(request) == 3
+            assert tap.shutdown(timeout=0.2) == 3
+    finally:
+        forwarder.close()
+        sink.stop()
+    assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "queue_full"}) == 7
+    assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"}) == 3
+    assert any("tap queue full (3 detection record(s)): dropped 7" in r.getMessage() for r in caplog.records)
