@@ -408,17 +408,65 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
         stop_process(proc)
 
 
-def engine_us_per_tool_call() -> float:
-    """The engine alone on the workload's tool calls: microseconds per call."""
-    from bench.realtraffic import real_calls
+def _null_engine() -> Any:
+    """An engine that finds nothing at no cost: the service's work without the engine's."""
     from otel_progress import Config, ProgressEngine
 
-    calls = real_calls()
-    engine = ProgressEngine(Config())
+    class NullEngine(ProgressEngine):
+        def observe(self, call: Any, flush: bool = False) -> list[Any]:
+            return []
+
+        def flush(self, *args: Any, **kwargs: Any) -> list[Any]:
+            return []
+
+        def record_tokens(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def run_state(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def end_run(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def end_trace(self, *args: Any, **kwargs: Any) -> list[Any]:
+            return []
+
+    return NullEngine(Config())
+
+
+def in_process(requests: list[tuple[bytes, int]], warmup: int, mode: str, null: bool = False) -> float:
+    """The service's work on the requests in this process, without gRPC: the detector's
+    ``process`` and the annotation (inline) or the annotation spans (tap); CPU
+    microseconds per span. ``null``: with an engine that finds nothing at no cost."""
+    from otel_progress import Config, ProgressEngine
+    from otel_progress.service import annotate
+    from otel_progress.service.detector import BatchDetector
+
+    detector = BatchDetector(_null_engine() if null else ProgressEngine(Config()))
+
+    def run(batch: list[tuple[bytes, int]]) -> None:
+        for raw, _n in batch:
+            result = detector.process(raw)
+            if mode == "inline" and result.placements:
+                annotate.annotated_request(raw, result.placements)
+            elif mode == "tap" and result.new_detections:
+                annotate.tap_items(raw, result.placements, result.new_detections)
+
+    run(requests[:warmup])
+    spans = sum(n for _, n in requests[warmup:])
     t0 = time.process_time()
-    for call in calls:
-        engine.observe(call, flush=True)
-    return (time.process_time() - t0) / max(1, len(calls)) * 1e6
+    run(requests[warmup:])
+    return (time.process_time() - t0) / spans * 1e6
+
+
+def breakdown(requests: list[tuple[bytes, int]], warmup: int, rounds: int = 3) -> dict[str, float]:
+    """Medians over alternated rounds: serve inline's detection work with the engine and
+    with a null engine (the difference: the engine and the annotation of what it found)."""
+    real, null = [], []
+    for _ in range(rounds):
+        real.append(in_process(requests, warmup, "inline"))
+        null.append(in_process(requests, warmup, "inline", null=True))
+    return {"total_us": statistics.median(real), "rest_us": statistics.median(null)}
 
 
 def write_requests(path: Path, requests: list[tuple[bytes, int]]) -> None:
@@ -540,18 +588,22 @@ def main() -> int:
             shares[workload] = share
             print(f"  {workload}: {spans:,} spans measured, {share:.0%} tool spans,"
                   f" {sum(len(r) for r, _ in requests) / len(requests) / 1024:.0f} KiB per request")
+        shares_of = {w: breakdown(pickle.loads((workdir / f"{w}.pickle").read_bytes()), opts.warmup_requests)
+                     for w in workloads}
         extra = ["pass-through"] if opts.pass_through else []
         targets = {w: ["collector", *extra, *(f"serve {m}" for m in modes)] for w in workloads}
         results = run_rounds(loads, targets, opts, workdir, collector)
     print()
     report(results, "span", GOALS)
-    engine_us = engine_us_per_tool_call()
-    for workload, share in shares.items():
+    print("\n  where serve inline's CPU goes (the same requests in one process, without gRPC, with the engine"
+          " and with a null engine):")
+    for workload, b in shares_of.items():
         inline = results[workload].get("serve inline")
-        if inline:
-            per_span = statistics.median(x["cpu_us"] for x in inline)
-            print(f"  {workload}: the engine alone {engine_us:.1f} us per tool call = {engine_us * share:.2f} us per"
-                  f" span, {engine_us * share / per_span:.0%} of serve inline's {per_span:.2f} us")
+        per_span = statistics.median(x["cpu_us"] for x in inline) if inline else 0.0
+        engine = b["total_us"] - b["rest_us"]
+        print(f"  {workload}: detection {b['total_us']:.2f} us per span = the engine (and annotating what it"
+              f" found) {engine:.2f} + decode and run tracking {b['rest_us']:.2f};"
+              f" gRPC, gzip and the rest {max(0.0, per_span - b['total_us']):.2f} (of {per_span:.2f})")
     return 0
 
 
