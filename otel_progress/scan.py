@@ -199,7 +199,7 @@ class _Scan:
                     if "resourceSpans" not in doc and "resource_spans" not in doc:
                         continue  # logs only; a document holding both goes on to its spans
                 try:
-                    spans = list(spans_from_request(doc, problems, source=source, line=line))
+                    spans = list(spans_from_request(doc, problems, source=source, line=line, lean=True))
                 except (ValueError, TypeError) as exc:
                     result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
                     continue

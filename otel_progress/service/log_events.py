@@ -22,6 +22,7 @@ the records (the spans are forwarded as received); ``span`` only the spans.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -33,6 +34,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .. import __version__
 from ..evaluation import evaluation_event
@@ -41,7 +43,7 @@ from ..model import Detection
 from .detector import BatchResult, Placement
 from .forwarder import ForwardResult, UnaryExporter
 from .metrics import ServiceMetrics
-from .otlp import ExportTraceServiceRequest, key_values
+from .otlp import SlimRequest, key_values
 from .tap import LogsTap
 
 __all__ = ["SCOPE_NAME", "DetectionLogs", "DetectionLogsTap", "evaluation_record", "evaluation_request"]
@@ -82,35 +84,44 @@ def _scope() -> common_pb2.InstrumentationScope:
 def evaluation_request(raw: bytes, placements: Sequence[Placement], detections: Sequence[Detection]) -> Any:
     """An ``ExportLogsServiceRequest`` with one record per detection in ``detections``,
     each in the resource of its span's ``ResourceSpans`` in the trace request ``raw`` (as
-    ``placements`` place it: on its span, else detached under a span of the same trace)."""
+    ``placements`` place it: on its span, else detached under a span of the same trace),
+    timed at the end of that span when it is in the request (else now). Only the resources
+    and spans the placements point at are decoded (the request is read slim); a part that
+    cannot be decoded gives the resource ``unknown_service``, or the time now."""
     where: dict[int, Placement] = {}
     for p in placements:  # the detection's own placement, rather than its repeat on the agent span
         known = where.get(id(p.detection))
         if known is None or (known.on_agent and not p.on_agent):
             where[id(p.detection)] = p
     try:
-        request: Any = ExportTraceServiceRequest.FromString(raw)
+        request: Any = SlimRequest.FromString(raw)
     except Exception:
         request = None
     now = time.time_ns()
     out = logs_service_pb2.ExportLogsServiceRequest()
-    by_resource: dict[int, Any] = {}
+    scopes: dict[int, Any] = {}  # resource index -> its ScopeLogs in ``out``
     for det in detections:
         p = where.get(id(det))
-        resource, when, flags, index = _UNKNOWN_SERVICE, now, 0, -1
+        index, when, flags = -1, now, 0
         if request is not None and request.resource_spans:
             index = p.resource_index if p is not None and 0 <= p.resource_index < len(request.resource_spans) else 0
-            resource = request.resource_spans[index].resource
             if p is not None and p.loc is not None and not p.on_agent:
                 ri, si, j = p.loc
-                span = request.resource_spans[ri].scope_spans[si].spans[j]
-                when = span.end_time_unix_nano or span.start_time_unix_nano or now
-                flags = span.flags
-        scope_logs = by_resource.get(index)
+                try:
+                    span = trace_pb2.Span.FromString(request.resource_spans[ri].scope_spans[si].spans[j])
+                    when = span.end_time_unix_nano or span.start_time_unix_nano or now
+                    flags = span.flags
+                except Exception:  # the time now
+                    pass
+        scope_logs = scopes.get(index)
         if scope_logs is None:
+            resource = _UNKNOWN_SERVICE
+            if index >= 0:
+                with contextlib.suppress(Exception):  # (else kept as unknown_service)
+                    resource = resource_pb2.Resource.FromString(request.resource_spans[index].resource)
             rl = out.resource_logs.add()
             rl.resource.CopyFrom(resource)
-            scope_logs = by_resource[index] = rl.scope_logs.add(scope=_scope())
+            scope_logs = scopes[index] = rl.scope_logs.add(scope=_scope())
         scope_logs.log_records.append(evaluation_record(det, when, flags, now))
     return out
 

@@ -51,7 +51,9 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.spans.genai", "counter", "1",
               "Spans read as tool, agent or model calls (the rest are forwarded unparsed)."),
     MetricDef("progress.service.spans.unreadable", "counter", "1",
-              "Spans that could not be read (bad ids, bad encoding); forwarded untouched."),
+              "Spans that may be tool, agent or model calls but could not be decoded (bad ids, bad encoding,"
+              " or values nested past the protobuf runtime's recursion limit); not analysed, forwarded as"
+              " they came."),
     MetricDef("progress.service.spans.late", "counter", "1",
               "Late spans: tool calls that started before their run's latest step, and GenAI spans of a"
               " trace already closed or evicted. They are folded into state."),
@@ -62,6 +64,10 @@ METRICS: tuple[MetricDef, ...] = (
               "Log records received in LogsService/Export requests (coding agents' events, docs/logs.md)."),
     MetricDef("progress.service.log_records.read", "counter", "1",
               "Log records a coding-agent reader read as a tool call or a token count."),
+    MetricDef("progress.service.log_records.unreadable", "counter", "1",
+              "Log records with an event name a reader knows that could not be decoded (bad encoding, or"
+              " values nested past the protobuf runtime's recursion limit); forwarded as they came, not"
+              " read."),
     MetricDef("progress.service.detections", "counter", "1",
               "Detections, by progress.reason, progress.level, progress.scope and progress.event."),
     MetricDef("progress.service.detections.detached", "counter", "1",

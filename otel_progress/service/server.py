@@ -33,13 +33,11 @@ from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-from opentelemetry.proto.resource.v1 import resource_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .. import __version__
 from ..config import Config, ConfigError
 from ..engine import ProgressEngine
-from .annotate import annotated_request, annotation_span
+from .annotate import annotated_request, tap_items
 from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
@@ -48,7 +46,7 @@ from .log_events import DetectionLogs, DetectionLogsTap
 from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
-from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
+from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, retry_info_details
 from .tap import LogsTap, MetricsPusher, TapExporter
 
 __all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
@@ -498,7 +496,7 @@ class ProgressService:
         assert self._logs_forwarder is not None
         if self.config.mode == "tap":
             if result is not None and new and self._logs_tap is not None:
-                self._logs_tap.submit(self.logs.findings_request(result.request, new))
+                self._logs_tap.submit(self.logs.findings_request(result))
             return ExportLogsServiceResponse()
         fwd = self._logs_forwarder.forward(out, self._forward_timeout(context))
         if self._downstream is not None:
@@ -524,24 +522,8 @@ class ProgressService:
 
     def _tap_findings(self, raw: bytes, result: BatchResult) -> None:
         assert self._tap is not None
-        new = {id(d) for d in result.new_detections}
-        try:
-            request: ExportTraceServiceRequest | None = ExportTraceServiceRequest.FromString(raw)
-        except Exception:
-            request = None
-        fallback = resource_pb2.Resource(attributes=key_values({"service.name": "unknown_service"}))
-        for p in result.placements:
-            if p.on_agent or id(p.detection) not in new:
-                continue
-            resource = fallback
-            start = end = time.time_ns()
-            if request is not None and p.resource_index < len(request.resource_spans):
-                resource = request.resource_spans[p.resource_index].resource
-                if p.loc is not None:
-                    ri, si, j = p.loc
-                    span: trace_pb2.Span = request.resource_spans[ri].scope_spans[si].spans[j]
-                    start = end = span.end_time_unix_nano or span.start_time_unix_nano or start
-            self._tap.submit(resource, annotation_span(p.detection, p.parent_id, start, end))
+        for resource, span in tap_items(raw, result.placements, result.new_detections):
+            self._tap.submit(resource, span)
 
 
 def _configure_logging(level: str) -> None:
