@@ -556,7 +556,8 @@ def run_serve(config: ServiceConfig) -> int:
     print(service.describe(), file=sys.stderr, flush=True)
 
     def _stop(signum: int, _frame: Any) -> None:
-        queued = " and the findings queued for the tap endpoint" if config.mode == "tap" else ""
+        queued = (" and the findings queued for the tap endpoint" if config.mode == "tap"
+                  else " and the detection log records queued" if config.detection_events != "span" else "")
         print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight{queued}"
               f" (up to {config.drain_timeout:g}s)", file=sys.stderr, flush=True)
         threading.Thread(target=service.stop, name="otel-progress-stop", daemon=True).start()

@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
@@ -37,6 +36,7 @@ from .annotate import tap_request
 from .downstream import RateLimitedLog
 from .forwarder import Forwarder, ForwardResult, UnaryExporter
 from .metrics import ServiceMetrics
+from .otlp import SlimLogsRequest
 
 __all__ = ["LogsTap", "MetricsPusher", "TapExporter"]
 
@@ -250,7 +250,7 @@ class TapExporter(_BatchingTap[tuple[resource_pb2.Resource, trace_pb2.Span]]):
         return self.forwarder.forward_all(raw, timeout)  # split when too large for the endpoint
 
 
-class LogsTap(_BatchingTap[tuple[bytes, Any, Any, Any]]):
+class LogsTap(_BatchingTap[tuple[bytes, bytes, bytes, bytes]]):
     """Sends detection log records to an OTLP/gRPC endpoint (``LogsService/Export``) in
     batches, each record in its resource and scope (see the module)."""
 
@@ -265,31 +265,36 @@ class LogsTap(_BatchingTap[tuple[bytes, Any, Any, Any]]):
                          max_elapsed=max_elapsed)
 
     def submit(self, request: Any) -> int:
-        """Queue the records of an ``ExportLogsServiceRequest`` (the findings of one
-        request); returns how many were queued (the rest are counted as dropped)."""
+        """Queue the records of an ``ExportLogsServiceRequest``, or of its slim view
+        (:data:`~.otlp.SlimLogsRequest`, whose resources, scopes and records are bytes): the
+        findings of one request. Returns how many were queued (the rest are counted as
+        dropped)."""
         items = []
         for rl in request.resource_logs:
+            resource = _wire(rl.resource)
             for sl in rl.scope_logs:
-                key = rl.resource.SerializeToString(deterministic=True) + b"\0" + sl.scope.SerializeToString(
-                    deterministic=True)
-                items.extend((key, rl.resource, sl.scope, record) for record in sl.log_records)
+                scope = _wire(sl.scope)
+                key = resource + b"\0" + scope
+                items.extend((key, resource, scope, _wire(record)) for record in sl.log_records)
         return self._put(items)
 
-    def _encode(self, batch: list[tuple[bytes, Any, Any, Any]]) -> bytes:
-        request = logs_service_pb2.ExportLogsServiceRequest()
+    def _encode(self, batch: list[tuple[bytes, bytes, bytes, bytes]]) -> bytes:
+        request = SlimLogsRequest()  # (serialized: the ExportLogsServiceRequest of these parts)
         groups: dict[bytes, Any] = {}
         for key, resource, scope, record in batch:
             sl = groups.get(key)
             if sl is None:
-                rl = request.resource_logs.add()
-                rl.resource.CopyFrom(resource)
-                sl = groups[key] = rl.scope_logs.add()
-                sl.scope.CopyFrom(scope)
+                sl = groups[key] = request.resource_logs.add(resource=resource).scope_logs.add(scope=scope)
             sl.log_records.append(record)
         return request.SerializeToString()  # type: ignore[no-any-return]
 
     def _forward(self, raw: bytes, timeout: float | None) -> ForwardResult:
         return self.forwarder.forward(raw, timeout)
+
+
+def _wire(part: Any) -> bytes:
+    """A message part as its wire bytes (a slim view holds them already)."""
+    return bytes(part) if isinstance(part, (bytes, bytearray)) else part.SerializeToString()  # type: ignore[no-any-return]
 
 
 class MetricsPusher:
