@@ -34,7 +34,7 @@ import yaml
 
 from tests.service.helpers import free_port, http_get, prom_value, wait_until
 
-from .conftest import REPO, Procs
+from .conftest import REPO, Procs, start_prometheus
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -216,16 +216,7 @@ def test_detection_log_records_from_serve_and_the_processor_reach_the_sink_and_f
         "OTEL_PROGRESS_GATEWAY_HEALTH_ENDPOINT": f"127.0.0.1:{ports['gw_health']}",
         "OTEL_PROGRESS_GATEWAY_TELEMETRY_PORT": str(ports["gw_tel"]),
     })
-    prom_dir = tmp_path / "prometheus"
-    prom_dir.mkdir()
-    (prom_dir / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files:\n  - {ALERTING / 'prometheus-rules.yaml'}\n"
-        "scrape_configs:\n  - job_name: otel-progress-sink\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{ports['sink_prom']}']\n")
-    procs.start("prometheus", [prometheus_binary, f"--config.file={prom_dir / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={prom_dir / 'data'}",
-                               f"--web.listen-address=127.0.0.1:{ports['prometheus']}"])
+    start_prometheus(procs, prometheus_binary, tmp_path / "prometheus", ports["sink_prom"], ports["prometheus"])
     for what, url in (("sink", f"http://127.0.0.1:{ports['sink_health']}/"),
                       ("serve", f"http://127.0.0.1:{ports['serve_health']}/readyz"),
                       ("gateway", f"http://127.0.0.1:{ports['gw_health']}/"),

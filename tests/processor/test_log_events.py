@@ -25,6 +25,7 @@ from otel_progress.instrument import ProgressInstrumentor
 from otel_progress.processor.log_events import logs_configured
 
 from .conftest import ROOT, docs_loop, json_objects, make_rig, progress_events, run_script
+from .test_zero_code import _declarative_supported
 
 EXAMPLES_ZERO_CODE = ROOT / "examples" / "zero_code"
 
@@ -302,16 +303,6 @@ def test_instrument_option(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(_records(exporter)) == 1
     finally:
         instrumentor.uninstrument()
-
-
-def _declarative_supported() -> bool:
-    import importlib.util
-
-    if importlib.util.find_spec("opentelemetry.configuration") is None:
-        return False
-    from opentelemetry.sdk import environment_variables
-
-    return hasattr(environment_variables, "OTEL_CONFIG_FILE")
 
 
 @pytest.mark.skipif(not _declarative_supported(), reason="SDK without OTEL_CONFIG_FILE support"
