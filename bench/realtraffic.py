@@ -293,7 +293,7 @@ def _capture_ids(docs: list[dict[str, Any]]) -> list[str]:
                 walk(v)
 
     walk(docs)
-    return sorted(found, key=len, reverse=True)
+    return sorted(found, key=lambda v: (-len(v), v))
 
 
 def log_requests(count: int, seed: int = 3) -> tuple[list[bytes], int]:

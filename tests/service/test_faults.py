@@ -606,3 +606,269 @@ def test_a_full_tap_queue_drops_what_does_not_fit_and_counts_it(caplog):
     assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "queue_full"}) == 7
     assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"}) == 3
     assert any("tap queue full (3 detection record(s)): dropped 7" in r.getMessage() for r in caplog.records)
+
+# -- deep attribute values (issue 19, item 1) --------------------------------------------
+# Python's protobuf runtime (upb) refuses a message nested past 100 levels: an attribute
+# or a log body whose kvlistValue is nested about 32 deep puts a span or a log record past
+# it (the Go Collector accepts such data). The service must read the rest of the request,
+# analyse it, forward the offending span or record exactly as it came, and count it.
+
+DEPTHS = (0, 1, 31, 32, 33, 100, 20_000)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def _deep_value(depth: int) -> bytes:
+    """A serialized AnyValue: ``depth`` kvlistValues, each holding one key ``k``, around a
+    string. Built from the inside out (every level's payload ends with the next level, so
+    the bytes are the levels' prefixes, outermost first, then the string): linear time."""
+    leaf = b"\x0a\x04leaf"  # AnyValue.string_value
+    prefixes = []
+    inner = len(leaf)
+    for _ in range(depth):
+        kv = 3 + 1 + len(_varint(inner)) + inner  # KeyValue: key "k", value (the inner AnyValue)
+        kvlist = 1 + len(_varint(kv)) + kv  # KeyValueList.values
+        prefixes.append(b"\x32" + _varint(kvlist) + b"\x0a" + _varint(kv) + b"\x0a\x01k\x12" + _varint(inner))
+        inner = 1 + len(_varint(kvlist)) + kvlist
+    return b"".join(reversed(prefixes)) + leaf
+
+
+def _with_deep_attribute(span_bytes: bytes, depth: int) -> bytes:
+    """The span with one more attribute, ``deep.value``, nested ``depth`` levels (field 9,
+    appended: protobuf fields may come in any order)."""
+    value = _deep_value(depth)
+    kv = b"\x0a\x0adeep.value\x12" + _varint(len(value)) + value
+    return span_bytes + b"\x4a" + _varint(len(kv)) + kv
+
+
+def _decodes(parse, raw: bytes) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        parse(raw)
+    except Exception:
+        return False
+    return True
+
+
+def _deep_trace_batch(depth: int) -> tuple[bytes, bytes]:
+    """A request with a looping run (trace 1: detections) and, in trace 2, a tool span
+    with a deep attribute; returns (request bytes, the deep span's bytes)."""
+    from otel_progress.service.otlp import SlimRequest
+
+    spans, _raw = _looping_batch(1)
+    deep = _with_deep_attribute(tool_span(2, 300, 1, 1).SerializeToString(), depth)
+    slim = SlimRequest.FromString(request(spans).SerializeToString())
+    slim.resource_spans[0].scope_spans[0].spans.insert(3, deep)
+    return slim.SerializeToString(), deep
+
+
+def _expected_unreadable(parse, raw: bytes, depth: int) -> int:  # type: ignore[no-untyped-def]
+    """1 when the protobuf runtime cannot decode the span or record alone, else 0 (where its
+    limit falls is the runtime's business: about 32 levels today; 0 and 100+ are certain)."""
+    unreadable = 0 if _decodes(parse, raw) else 1
+    assert unreadable == (0 if depth == 0 else 1 if depth >= 100 else unreadable)
+    return unreadable
+
+
+def _spans_of(raw: bytes) -> list[bytes]:
+    from otel_progress.service.otlp import SlimRequest
+
+    slim = SlimRequest.FromString(raw)
+    return [b for rs in slim.resource_spans for ss in rs.scope_spans for b in ss.spans]
+
+
+def _events_of(span_bytes_list: list[bytes]) -> list[str]:
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    out = []
+    for b in span_bytes_list:
+        if not _decodes(trace_pb2.Span.FromString, b):
+            continue
+        out.extend(ev.name for ev in trace_pb2.Span.FromString(b).events)
+    return out
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_span_inline_is_forwarded_as_it_came_and_the_rest_is_annotated(depth, make_service, downstream,
+                                                                           client_for, caplog):
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    svc = make_service(forward_endpoint=downstream.endpoint)
+    raw, deep = _deep_trace_batch(depth)
+    client_for(svc).export(raw, timeout=30)
+    (out,) = downstream.received
+    spans = _spans_of(out)
+    assert deep in spans  # the offending span, byte for byte
+    assert len(spans) == len(_spans_of(raw))
+    assert "no_progress" in _events_of(spans)  # the looping run of the same batch is annotated
+    unreadable = _expected_unreadable(trace_pb2.Span.FromString, deep, depth)
+    assert svc.metrics.value("progress.service.spans.unreadable") == unreadable
+    assert svc.metrics.value("progress.service.errors") == 0
+    assert "annotating failed" not in caplog.text and "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_span_tap_mode_still_reports_the_rest(depth, make_service, downstream, client_for):
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    svc = make_service(mode="tap", tap_endpoint=downstream.endpoint)
+    raw, deep = _deep_trace_batch(depth)
+    client_for(svc).export(raw, timeout=30)
+    assert wait_until(lambda: any("no_progress" in [s.name for s in all_spans(r)] for r in downstream.requests()))
+    found = [(rs.resource, s) for r in downstream.requests() for rs in r.resource_spans for ss in rs.scope_spans
+             for s in ss.spans if s.name == "no_progress"]
+    looped = {s.span_id: s for s in _looping_batch(1)[0]}
+    for resource, annotation in found:  # in the resource of the run, at the end of the offending span
+        assert attrs_of(resource.attributes)["service.name"] == "agent-svc"
+        offending = looped[bytes.fromhex(attrs_of(annotation.attributes)["progress.annotates.span_id"])]
+        assert annotation.start_time_unix_nano == offending.end_time_unix_nano
+    unreadable = _expected_unreadable(trace_pb2.Span.FromString, deep, depth)
+    assert svc.metrics.value("progress.service.spans.unreadable") == unreadable
+    assert svc.metrics.value("progress.service.errors") == 0
+
+
+class _RawLogsSink:
+    """A real OTLP/gRPC LogsService that keeps the bytes it receives."""
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        self.received: list[bytes] = []
+        self.lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
+        handler = grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService", {
+            "Export": grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None,
+                                                          response_serializer=None)})
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _export(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        with self.lock:
+            self.received.append(bytes(raw))
+        return b""
+
+    def records(self) -> list[bytes]:
+        from otel_progress.service.otlp import SlimLogsRequest
+
+        with self.lock:
+            return [r for raw in self.received for rl in SlimLogsRequest.FromString(raw).resource_logs
+                    for sl in rl.scope_logs for r in sl.log_records]
+
+
+@pytest.fixture
+def logs_sink():  # type: ignore[no-untyped-def]
+    sink = _RawLogsSink()
+    yield sink
+    sink.server.stop(0)
+
+
+def _deep_log_requests(depth: int) -> tuple[list[bytes], bytes]:
+    """The Codex loop capture (3 detections) with one more record in its first request: a
+    ``codex.tool_result`` (a name a reader knows, so it is decoded) whose body is nested
+    ``depth`` levels; returns (request bytes, the deep record's bytes)."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from otel_progress.service.otlp import SlimLogsRequest
+    from tests.logs.conftest import b64_ids, documents, golden
+
+    requests = [json_format.ParseDict(b64_ids(d), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+                .SerializeToString() for d in documents(golden("codex-0.171.0-loop.jsonl"))]
+    body = _deep_value(depth)
+    record = (b"\x59" + (1_796_121_074_579_761_284).to_bytes(8, "little")  # observed_time_unix_nano (fixed64)
+              + b"\x2a" + _varint(len(body)) + body  # body
+              + b"\x62\x11codex.tool_result")  # event_name
+    slim = SlimLogsRequest.FromString(requests[0])
+    slim.resource_logs[0].scope_logs[0].log_records.append(record)
+    requests[0] = slim.SerializeToString()
+    return requests, record
+
+
+def _send_logs(port: int, requests: list[bytes]) -> list[grpc.StatusCode]:
+    codes = []
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)]) as ch:
+        export = ch.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+                                request_serializer=None, response_deserializer=None)
+        for raw in requests:
+            try:
+                export(raw, timeout=30)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as exc:
+                codes.append(exc.code())
+    return codes
+
+
+def _progress_events(records: list[bytes]) -> list[str]:
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    return [r.event_name for r in (logs_pb2.LogRecord.FromString(b) for b in records
+                                   if _decodes(logs_pb2.LogRecord.FromString, b))
+            if r.event_name.startswith("progress.")]
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_log_record_inline_is_forwarded_as_it_came_and_the_rest_is_annotated(depth, make_service,
+                                                                                 logs_sink, caplog):
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    svc = make_service(forward_endpoint=f"127.0.0.1:{logs_sink.port}", health_listen="")
+    requests, deep = _deep_log_requests(depth)
+    assert _send_logs(svc.port, requests) == [grpc.StatusCode.OK] * len(requests)
+    records = logs_sink.records()
+    assert deep in records  # byte for byte
+    assert _progress_events(records) == ["progress.no_progress"] * 3  # as without the deep record
+    unreadable = _expected_unreadable(logs_pb2.LogRecord.FromString, deep, depth)
+    assert svc.metrics.value("progress.service.log_records.unreadable") == unreadable
+    assert svc.metrics.value("progress.service.errors") == 0
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_log_record_tap_mode_still_reports_the_rest(depth, make_service, logs_sink):
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    svc = make_service(mode="tap", tap_endpoint=f"127.0.0.1:{logs_sink.port}", health_listen="")
+    requests, deep = _deep_log_requests(depth)
+    assert _send_logs(svc.port, requests) == [grpc.StatusCode.OK] * len(requests)
+    assert wait_until(lambda: len(_progress_events(logs_sink.records())) == 3)
+    assert deep not in logs_sink.records()  # tap mode forwards only the findings
+    unreadable = _expected_unreadable(logs_pb2.LogRecord.FromString, deep, depth)
+    assert svc.metrics.value("progress.service.log_records.unreadable") == unreadable
+
+
+def test_a_batch_with_a_deep_span_is_split_without_decoding_it(make_service, client_for):
+    """Over the downstream's limit once annotated, a batch holding a span nested 20,000
+    deep is split into pieces as it is split without it (the pieces are cut from the
+    request's bytes): every span arrives, the deep one byte for byte."""
+    limit = 1024 * 1024
+    ds = Downstream(max_receive_bytes=limit).start()
+    try:
+        svc = make_service(forward_endpoint=ds.endpoint)
+        from otel_progress.service.otlp import SlimRequest
+
+        _raw, deep = _deep_trace_batch(20_000)
+        spans, padded = _looping_batch(2, pad_to=limit - 300 - len(deep) - 4)
+
+        slim = SlimRequest.FromString(padded)
+        slim.resource_spans[0].scope_spans[0].spans.append(deep)
+        raw = slim.SerializeToString()
+        assert limit - 400 < len(raw) < limit
+        status, details, _ = client_for(svc).export_call(raw, timeout=30)
+        assert status is grpc.StatusCode.OK, details
+        assert len(ds.received) >= 2  # split
+        got = [b for piece in ds.received for b in _spans_of(piece)]
+        assert deep in got and len(got) == len(spans) + 1
+        assert svc.metrics.value("progress.service.forward.split") == 1
+        assert svc.metrics.value("progress.service.spans.unreadable") == 1
+    finally:
+        ds.stop()
