@@ -40,17 +40,17 @@ from .. import __version__
 from ..evaluation import evaluation_event
 from ..limits import MAX_METRIC_CHARS, clip_chars
 from ..model import Detection
+from .annotate import SCOPE_NAME
 from .detector import BatchResult, Placement
 from .forwarder import ForwardResult, UnaryExporter
 from .metrics import ServiceMetrics
 from .otlp import SlimRequest, key_values
 from .tap import LogsTap
 
-__all__ = ["SCOPE_NAME", "DetectionLogs", "DetectionLogsTap", "evaluation_record", "evaluation_request"]
+__all__ = ["DetectionLogs", "DetectionLogsTap", "evaluation_record", "evaluation_request"]
 
 _log = logging.getLogger("otel_progress.service")
 
-SCOPE_NAME = "otel-progress.service"
 #: Characters kept of a string value (the explanation and body keep their 1024 bytes).
 _MAX_VALUE_CHARS = MAX_METRIC_CHARS
 _LONG = frozenset({"gen_ai.evaluation.explanation"})
