@@ -137,6 +137,7 @@ def test_agent_gateway_replicas_sink_prometheus(otelcol_binary: str, prometheus_
         "OTEL_PROGRESS_SINK_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports['sink_http']}",
         "OTEL_PROGRESS_SINK_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['sink_prom']}",
         "OTEL_PROGRESS_SINK_TRACES_FILE": str(sink_file),
+        "OTEL_PROGRESS_SINK_LOGS_FILE": str(tmp_path / "sink" / "logs.jsonl"),  # (serve's detection records)
         "OTEL_PROGRESS_SINK_HEALTH_ENDPOINT": f"127.0.0.1:{ports['sink_health']}",
         "OTEL_PROGRESS_SINK_TELEMETRY_PORT": str(ports["sink_tel"]),
     })
