@@ -46,17 +46,18 @@ T = TypeVar("T")
 
 
 class _BatchingTap(Generic[T]):
-    """A bounded queue of findings sent in batches by one background thread (see the
-    module docstring). Subclasses say how a batch becomes request bytes (:meth:`_encode`)
-    and how it is sent (:meth:`_forward`)."""
+    """A bounded queue of findings sent in batches by one background thread to
+    ``forwarder`` (see the module docstring). Subclasses say how a batch becomes request
+    bytes (:meth:`_encode`) and how it is sent (:meth:`_forward`)."""
 
     signal = ""  # the value of the metrics' ``signal`` attribute
     what = ""  # how the items are named in log lines
     thread_name = "otel-progress-tap"
 
-    def __init__(self, endpoint: str, metrics: ServiceMetrics, *, max_queue: int, max_batch: int,
-                 max_elapsed: float) -> None:
-        self.endpoint = endpoint
+    def __init__(self, forwarder: Any, metrics: ServiceMetrics, *, max_queue: int = 10_000, max_batch: int = 512,
+                 max_elapsed: float = 60.0) -> None:
+        self.forwarder = forwarder
+        self.endpoint: str = forwarder.endpoint
         self.metrics = metrics
         self.max_queue = max_queue
         self.max_batch = max_batch
@@ -232,12 +233,7 @@ class TapExporter(_BatchingTap[tuple[resource_pb2.Resource, trace_pb2.Span]]):
     signal = "traces"
     what = "annotation span(s)"
     thread_name = "otel-progress-tap"
-
-    def __init__(self, forwarder: Forwarder, metrics: ServiceMetrics, *, max_queue: int = 10_000,
-                 max_batch: int = 512, max_elapsed: float = 60.0) -> None:
-        self.forwarder = forwarder
-        super().__init__(forwarder.endpoint, metrics, max_queue=max_queue, max_batch=max_batch,
-                         max_elapsed=max_elapsed)
+    forwarder: Forwarder
 
     def submit(self, resource: resource_pb2.Resource, span: trace_pb2.Span) -> bool:
         """Queue one annotation span; False (and counted) when the queue is full."""
@@ -257,12 +253,7 @@ class LogsTap(_BatchingTap[tuple[bytes, bytes, bytes, bytes]]):
     signal = "logs"
     what = "detection record(s)"
     thread_name = "otel-progress-logs-tap"
-
-    def __init__(self, forwarder: UnaryExporter, metrics: ServiceMetrics, *, max_queue: int = 10_000,
-                 max_batch: int = 512, max_elapsed: float = 60.0) -> None:
-        self.forwarder = forwarder
-        super().__init__(forwarder.endpoint, metrics, max_queue=max_queue, max_batch=max_batch,
-                         max_elapsed=max_elapsed)
+    forwarder: UnaryExporter
 
     def submit(self, request: Any) -> int:
         """Queue the records of an ``ExportLogsServiceRequest``, or of its slim view
