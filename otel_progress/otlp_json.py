@@ -43,7 +43,6 @@ __all__ = [
     "spans_from_request",
 ]
 
-_HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
 
 
@@ -76,9 +75,6 @@ def _hex_id(value: Any, size: int) -> tuple[str, bool]:
             raw = b""
         if len(raw) == size:  # exactly size * 2 hex digits (fromhex skips whitespace)
             return raw.hex(), any(raw)
-        if set(value) <= _HEX:  # pragma: no cover - decoded above
-            text = value.lower()
-            return text, text.strip("0") != ""
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -320,14 +316,15 @@ def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: s
         problems.append(ReadProblem(source, line, f"malformed {', '.join(bad)} (expected hex or base64 of"
                                                   " 16/8 bytes, not all zero); the span is kept under that id"))
     status = get("status")
-    if not isinstance(status, Mapping):
-        status = {}
+    if status and (type(status) is dict or isinstance(status, Mapping)):
+        message = status.get("message", "")
+        message = str(_string(message) or "") if message is not None else ""
+        error = _hashable(status.get("code")) in _STATUS_ERROR
+    else:  # absent, empty, or not an object
+        message, error = "", False
     name = get("name", "")
     name = name if type(name) is str and name else str(_string(name) or "")
     items = get("attributes")
-    message = status.get("message", "")
-    message = str(_string(message) or "") if message is not None else ""
-    error = _hashable(status.get("code")) in _STATUS_ERROR
     start, end = _int(get("startTimeUnixNano")), _int(get("endTimeUnixNano"))
     if resource is None:
         resource = {}

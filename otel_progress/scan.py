@@ -23,6 +23,7 @@ from .assemble import AssembledTrace, TraceAssembler
 from .config import Config, ConfigError
 from .conventions import is_group_key
 from .engine import ProgressEngine
+from .logs import event_names
 from .logs.adapters import is_logs_document, records_from_request
 from .logs.tracker import LogRunTracker, RunEnd
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
@@ -45,6 +46,8 @@ EXIT_DETECTED = 1
 EXIT_ERROR = 2
 #: An internal error (a bug): reported in one line, never as a traceback.
 EXIT_INTERNAL = 3
+
+_LOG_EVENT_NAMES = event_names()  # the records a log reader reads (the others are read lean)
 
 #: Spans held at once while traces are assembled; past it traces are analysed early.
 MAX_HELD_SPANS = 200_000
@@ -225,7 +228,7 @@ class _Scan:
         problems: list[ReadProblem] = []
         try:
             records = list(records_from_request(doc, problems, source=source, line=line,
-                                                start_index=self.log_index))
+                                                start_index=self.log_index, names=_LOG_EVENT_NAMES))
         except (ValueError, TypeError) as exc:
             result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
             return False

@@ -23,7 +23,7 @@ of the request unreadable.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,11 +52,15 @@ class MalformedRequest(ValueError):
 
 @dataclass(slots=True)
 class Item:
-    """A span the detector analyses: where it is in the request, its record and kind."""
+    """A span the detector analyses: where it is in the request, its record and kind, its
+    bytes and its resource's attributes (for a caller that holds the span to decode it
+    again later)."""
 
     loc: Loc
     record: SpanRecord
     kind: SpanKind
+    raw: bytes = b""
+    resource: Mapping[str, Any] | None = None
 
 
 class DecodedRequest:
@@ -119,7 +123,7 @@ def decode_spans(request: DecodedRequest) -> tuple[list[Item], list[bytes], int]
             unreadable += 1
             continue
         if kind is not SpanKind.OTHER:
-            items.append(Item(loc, record, kind))
+            items.append(Item(loc, record, kind, span_bytes, resource))
         else:
             others.append(span_bytes)
     return items, others, unreadable
