@@ -23,6 +23,7 @@ from .assemble import AssembledTrace, TraceAssembler
 from .config import Config, ConfigError
 from .conventions import is_group_key
 from .engine import ProgressEngine
+from .logs import event_names
 from .logs.adapters import is_logs_document, records_from_request
 from .logs.tracker import LogRunTracker, RunEnd
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
@@ -45,6 +46,8 @@ EXIT_DETECTED = 1
 EXIT_ERROR = 2
 #: An internal error (a bug): reported in one line, never as a traceback.
 EXIT_INTERNAL = 3
+
+_LOG_EVENT_NAMES = event_names()  # the records a log reader reads (the others are read lean)
 
 #: Spans held at once while traces are assembled; past it traces are analysed early.
 MAX_HELD_SPANS = 200_000
@@ -199,7 +202,7 @@ class _Scan:
                     if "resourceSpans" not in doc and "resource_spans" not in doc:
                         continue  # logs only; a document holding both goes on to its spans
                 try:
-                    spans = list(spans_from_request(doc, problems, source=source, line=line))
+                    spans = list(spans_from_request(doc, problems, source=source, line=line, lean=True))
                 except (ValueError, TypeError) as exc:
                     result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
                     continue
@@ -225,7 +228,7 @@ class _Scan:
         problems: list[ReadProblem] = []
         try:
             records = list(records_from_request(doc, problems, source=source, line=line,
-                                                start_index=self.log_index))
+                                                start_index=self.log_index, names=_LOG_EVENT_NAMES))
         except (ValueError, TypeError) as exc:
             result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
             return False
@@ -382,11 +385,14 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
               f" in {traces} traces, {result.spans} spans{logs}\n")
     if runs:
-        out.write(f"{'TRACE':<32}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
+        # RUN: the agent invocation's span id (runs of one trace differ there); '-' for a
+        # coding agent's run, whose run key is in TRACE
+        out.write(f"{'TRACE':<32}  {'RUN':<16}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
                   f"{'FIRST':>5}  {'WASTED TURNS':>12}  {'WASTED TOKENS':>13}\n")
-        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id)):
+        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id, r.run_id)):
             first = "-" if r.first_detection_turn is None else str(r.first_detection_turn)
-            out.write(f"{r.trace_id:<32}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
+            run = "-" if r.run_id == r.trace_id or not r.run_id else r.run_id[:16]
+            out.write(f"{r.trace_id:<32}  {run:<16}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
                       f"{len(r.detections):>6}  {first:>5}  {r.wasted_turns:>12}  {r.wasted_tokens:>13}\n")
 
 

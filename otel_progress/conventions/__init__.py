@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from .ai_sdk import AISDKConvention
 from .base import COMPACTED_CONTEXT, COMPACTION, SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
@@ -33,6 +34,7 @@ from .llamaindex import LlamaIndexConvention
 from .mcp import MCPConvention
 from .openinference import OpenInferenceConvention
 from .openllmetry import OpenLLMetryConvention
+from .openllmetry_js import OpenLLMetryJSConvention
 from .pydantic_ai import PydanticAIConvention
 from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
@@ -71,8 +73,10 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     StrandsConvention(),
     GoogleADKConvention(),
     LlamaIndexConvention(),
+    OpenLLMetryJSConvention(),
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
+    AISDKConvention(),
     MCPConvention(),
     ClaudeCodeConvention(),
     GeminiCliConvention(),
