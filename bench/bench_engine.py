@@ -114,6 +114,10 @@ class _Recorder:
     def record_tokens(self, *args: Any, **kw: Any) -> None:
         self.ops.append(("record_tokens", args, kw))
 
+    def compaction(self, *args: Any, **kw: Any) -> list[Any]:
+        self.ops.append(("compaction", args, kw))
+        return []
+
     def end_run(self, *args: Any, **kw: Any) -> None:
         self.ops.append(("end_run", args, kw))
 

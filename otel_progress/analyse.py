@@ -1,7 +1,8 @@
 """Analysing complete traces: the shared path of ``otel-progress scan`` and the tests.
 
 :func:`analyse_trace` replays one trace's spans through the engine in time order: model
-calls add their tokens to their run (and mark the previous tool batch complete), tool
+calls add their tokens to their run (and mark the previous tool batch complete; one that
+marks a compaction is a boundary of its run, :class:`~otel_progress.spans.CompactionMarks`), tool
 calls are observed, agent invocations end their runs (sub-agents evaluate the run-scope
 signature). The processor and the service do the same incrementally.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from .engine import ProgressEngine, RunSummary
 from .model import Detection
-from .spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
+from .spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 
 __all__ = ["RunRow", "TraceReport", "analyse_trace", "run_rows"]
 
@@ -120,9 +121,10 @@ def analyse_trace(spans: Iterable[SpanRecord], engine: ProgressEngine) -> TraceR
             timeline.append((span.end_ns, _AGENT_END, "agent_end", span))
     timeline.sort(key=lambda t: (t[0], t[1], t[3].span_id))
     open_tools: dict[str, int] = {}
+    marks = CompactionMarks()
     for _, _, action, span in timeline:
         try:
-            _replay(action, span, lineage, engine, report, open_tools, trace_id)
+            _replay(action, span, lineage, engine, report, open_tools, trace_id, marks)
         except Exception as exc:  # as above: this span is left out, the rest goes on
             report.skipped.append((span.span_id, _why(exc)))
     for summary in engine.end_trace(trace_id):
@@ -138,7 +140,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _replay(action: str, span: SpanRecord, lineage: Lineage, engine: ProgressEngine, report: TraceReport,
-            open_tools: dict[str, int], trace_id: str) -> None:
+            open_tools: dict[str, int], trace_id: str, marks: CompactionMarks) -> None:
     """One step of :func:`analyse_trace`'s replay."""
     run_id, agent, node, nested = lineage.resolve(span.parent_id)
     if action == "tool_start":
@@ -158,6 +160,9 @@ def _replay(action: str, span: SpanRecord, lineage: Lineage, engine: ProgressEng
                 replace(d, trace_id=span.trace_id) for d in engine.observe(call, flush=True))
     elif action == "model_start":
         report.detections.extend(engine.flush(trace_id, run_id))
+        compaction = marks.at(span, trace_id, run_id, agent)
+        if compaction is not None:
+            report.detections.extend(engine.compaction(compaction))
     elif action == "model_end":
         engine.record_tokens(trace_id, run_id, read_tokens(span))
     else:

@@ -4,7 +4,9 @@ Log records of one run (one coding agent's session and prompt, see each reader's
 ``run_key``) arrive interleaved with other runs' and, across export batches, not always in
 order. :class:`LogRunTracker` keeps, per run, a bounded reorder buffer sorted by the
 reader's ``order`` key; an observation leaves the buffer (tool calls to
-:meth:`~otel_progress.engine.ProgressEngine.observe`, tokens to ``record_tokens``) when the
+:meth:`~otel_progress.engine.ProgressEngine.observe`, tokens to ``record_tokens``,
+compactions to :meth:`~otel_progress.engine.ProgressEngine.compaction`, between the calls
+around them; one that names only its session goes to the session's run seen last) when the
 buffer holds more than ``reorder_window`` of them, or when the caller releases it
 (:meth:`release`, e.g. after each export request in the service). A run ends at
 :meth:`finish` (end of input: ``scan``), when idle for ``idle_seconds`` (:meth:`end_idle`:
@@ -34,10 +36,12 @@ from . import read_log
 from .base import LogObservation
 from .record import LogRecordView
 
-__all__ = ["DEFAULT_REORDER_WINDOW", "LogRun", "LogRunTracker", "RunEnd"]
+__all__ = ["DEFAULT_REORDER_WINDOW", "FED_KINDS", "LogRun", "LogRunTracker", "RunEnd"]
 
 #: Observations held per run before the earliest is fed to the engine.
 DEFAULT_REORDER_WINDOW = 256
+#: The observation kinds fed to the engine (tool calls, tokens, compaction boundaries).
+FED_KINDS = frozenset({"tool", "tokens", "compaction"})
 
 
 @dataclasses.dataclass
@@ -122,15 +126,32 @@ class LogRunTracker:
         back in :attr:`LogRun.records`); ``resource``/``scope`` are kept for annotation."""
         self.records_read += 1
         observation = self.read(record)
-        if observation is None or observation.kind not in ("tool", "tokens"):
+        if observation is None or observation.kind not in FED_KINDS:
             return [], []
         return self.add_observation(observation, record, ref, resource=resource, scope=scope)
+
+    def resolve(self, observation: LogObservation) -> LogObservation | None:
+        """The observation with its run: a ``session_wide`` one (its ``run_key`` names the
+        session only) belongs to the session's run seen last (``None``: no run of the
+        session is open); any other as it is."""
+        if not observation.session_wide:
+            return observation
+        prefix = observation.run_key
+        for key in reversed(self.runs):
+            if key.startswith(prefix):
+                return observation._replace(run_key=key, session_wide=False)
+        return None
 
     def add_observation(self, observation: LogObservation, record: LogRecordView | None = None,
                         ref: Hashable = None, *, resource: Any = None,
                         scope: Any = None) -> tuple[list[Detection], list[RunEnd]]:
         """Buffer one observation (see :meth:`add`)."""
         ended: list[RunEnd] = []
+        if observation.session_wide:
+            resolved = self.resolve(observation)
+            if resolved is None:
+                return [], ended  # a session-wide record before any run of its session: nothing before it
+            observation = resolved
         key = observation.run_key
         run = self.runs.get(key)
         if run is None:
@@ -157,6 +178,13 @@ class LogRunTracker:
                 run.records[call_id] = ref
                 if len(run.records) > _MAX_REFS:
                     run.records.popitem(last=False)
+        elif observation.kind == "compaction" and observation.compaction is not None:
+            record_id = self.call_id(observation, record)  # a detection on it goes on its record
+            observation = observation._replace(compaction=dataclasses.replace(
+                observation.compaction, trace_id=key, run_id=key, span_id=record_id,
+                agent=observation.compaction.agent or observation.agent))
+            if ref is not None:
+                run.records[record_id] = ref
         self.observations += 1
         heapq.heappush(run.buffer, (_orderable(observation.order), next(self._seq), observation))
         out: list[Detection] = []
@@ -212,6 +240,8 @@ class LogRunTracker:
         if observation.kind == "tokens":
             self.engine.record_tokens(run.run_key, run.run_key, observation.tokens)
             return []
+        if observation.kind == "compaction" and observation.compaction is not None:
+            return self.engine.compaction(observation.compaction)
         if observation.call is None:
             return []
         return self.engine.observe(observation.call)

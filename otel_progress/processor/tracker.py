@@ -37,7 +37,16 @@ from ..config import Config
 from ..conventions import MARKER_KEYS
 from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
-from ..spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
+from ..spans import (
+    CompactionMarks,
+    SpanKind,
+    SpanRecord,
+    agent_name,
+    classify,
+    read_tokens,
+    read_tool_call,
+    run_group,
+)
 from .sdk import live_attributes, record
 
 __all__ = ["AGENT", "CLASSIFY_KEYS", "MODEL", "NO_CTX", "OTHER", "TOOL", "Ctx", "Run", "RunTracker", "kind_of"]
@@ -160,6 +169,7 @@ class RunTracker:
         self._tool_call = tool_call
         self._next_evict = 0.0
         self._evicted_reported = engine.stats.runs_evicted
+        self._compactions = CompactionMarks()  # compaction boundaries, from the runs' model spans
         # Agent and root spans the application dropped (their weak references died),
         # appended by the garbage collector's callback (any thread, any moment: it only
         # appends) and forgotten by reap() at the next start.
@@ -384,7 +394,13 @@ class RunTracker:
         trace_hex = format(tid, "032x")
         run_hex = cp[0].hex if cp[0] is not None else ""
         dets = [] if flushed else self.engine.flush(trace_hex, run_hex)
-        tokens = read_tokens(SpanRecord("", "", attributes=attrs))
+        record = SpanRecord(trace_hex, format(sid, "016x"), name=getattr(span, "name", "") or "", attributes=attrs,
+                            start_ns=getattr(span, "start_time", 0) or 0)
+        with self.lock:
+            compaction = self._compactions.at(record, trace_hex, run_hex)
+        if compaction is not None:
+            dets = [*dets, *self.engine.compaction(compaction)]
+        tokens = read_tokens(record)
         if tokens > 0:
             with self.lock:
                 self._trace(tid)  # so that the trace's end frees the engine's state

@@ -46,7 +46,7 @@ from google.protobuf.message import DecodeError
 from ..conventions import own_trace
 from ..engine import ProgressEngine
 from ..model import Detection, Scope
-from ..spans import Lineage, SpanKind, agent_name, read_tokens, read_tool_call, run_group
+from ..spans import CompactionMarks, Lineage, SpanKind, agent_name, read_tokens, read_tool_call, run_group
 from .decode import Item as _Item
 from .decode import Loc, MalformedRequest, decode_spans, lineage_spans, read_request
 from .metrics import ServiceMetrics
@@ -231,6 +231,7 @@ class BatchDetector:
         self._next_ticket = 0
         self._pending: dict[int, frozenset[bytes] | None] = {}  # ticket -> its trace ids (None: not read yet)
         self.order_wait = 1.0
+        self._compactions = CompactionMarks()  # the runs' compaction boundaries, from their model spans
         self._engine_evicted = engine.stats.traces_evicted
         self._engine_late = engine.stats.late_calls
         self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self._traces))
@@ -555,6 +556,9 @@ class BatchDetector:
             elif it.kind is SpanKind.MODEL:
                 key = run_key(rec.attributes)
                 found(entry, engine.flush(rec.trace_id, key))
+                compaction = self._compactions.at(rec, rec.trace_id, key)
+                if compaction is not None:
+                    found(entry, engine.compaction(compaction))
                 engine.record_tokens(rec.trace_id, key, read_tokens(rec))
                 touched[(rec.trace_id, key)] = None
                 if len(entry.runs) < 64:

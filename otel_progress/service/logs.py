@@ -49,7 +49,7 @@ from ..engine import ProgressEngine
 from ..limits import clip_chars
 from ..logs import event_names, read_log
 from ..logs.adapters_proto import name_markers, records_from_slim
-from ..logs.tracker import LogRunTracker
+from ..logs.tracker import FED_KINDS, LogRunTracker
 from ..model import Detection
 from .forwarder import UnaryExporter
 from .metrics import ServiceMetrics
@@ -191,11 +191,14 @@ class LogsDetector:
                     result.unreadable += 1
                     continue
                 observation = read_log(view)
-                if observation is None or observation.kind not in ("tool", "tokens"):
+                if observation is None or observation.kind not in FED_KINDS:
+                    continue
+                observation = self.tracker.resolve(observation)  # (a session-wide record: its run)
+                if observation is None:
                     continue
                 result.observed += 1
                 touched[observation.run_key] = (ri, si)  # the run's latest record in this request
-                if observation.kind == "tool":
+                if observation.kind in ("tool", "compaction"):
                     call_id = self.tracker.call_id(observation, view)
                     locations[(observation.run_key, call_id)] = (ri, si, li)
                     for det in self._placed.get((observation.run_key, call_id), ()):

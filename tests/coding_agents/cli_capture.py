@@ -232,18 +232,28 @@ def same_detections(a: list[Detection], b: list[Detection]) -> bool:
 
 
 def detect(path: Path) -> list[Detection]:
-    """The detections of the engine over a logs file, run by run in each run's order."""
+    """The detections of the engine over a logs file, run by run in each run's order (a
+    compaction that names only its session belongs to the session's run seen last)."""
     runs: dict[str, list[LogObservation]] = {}
     for observation in observations(path):
-        runs.setdefault(observation.run_key, []).append(observation)
+        key = observation.run_key
+        if observation.session_wide:
+            key = next((k for k in reversed(runs) if k.startswith(key)), "")
+            if not key:
+                continue
+        runs.setdefault(key, []).append(observation)
+        runs[key] = runs.pop(key)  # seen last
     engine = ProgressEngine()
     out: list[Detection] = []
     for run_key, items in runs.items():
-        for item in sorted(items, key=lambda o: o.order):
+        for n, item in enumerate(sorted(items, key=lambda o: o.order)):
             if item.kind == "tokens":
                 engine.record_tokens(run_key, run_key, item.tokens)
             elif item.kind == "tool" and item.call is not None:
                 out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
+            elif item.kind == "compaction" and item.compaction is not None:
+                out.extend(engine.compaction(dataclasses.replace(item.compaction, trace_id=run_key, run_id=run_key,
+                                                                 span_id=f"compaction-{n}")))
         out.extend(engine.flush(run_key))
     return out
 

@@ -26,16 +26,32 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from otel_progress import Config, Reason
 from otel_progress.conventions import COMPACTION, classify, read_compaction
 from otel_progress.conventions.record import SpanKind
 from otel_progress.otlp_json import spans_from_request
+from otel_progress.scan import scan_paths
 
-from .cli_capture import GOLDEN, UPDATE_ENV, golden_file, observations, read_records, write_jsonl
+from .cli_capture import (
+    GOLDEN,
+    UPDATE_ENV,
+    brief,
+    detect,
+    golden_file,
+    observations,
+    read_records,
+    same_detections,
+    scan_detections,
+    serving,
+    write_jsonl,
+)
+from .scan_serve import scan_cli, serve_detections
 from .test_claude_code_cli import VERSION, run_claude
 
 #: The smallest auto-compact window Claude Code accepts (a smaller one reads as 100k).
@@ -136,6 +152,8 @@ def test_real_cli_compacts(scenario: str, tmp_path: Path) -> None:
     write_jsonl(logs_path, logs)
     write_jsonl(traces_path, traces)
     _check_capture(scenario, logs_path, traces_path)
+    assert brief(logs_path) == EXPECTED_LOGS[scenario]
+    assert _scan_traces(traces_path) == EXPECTED_TRACES[scenario]
     if os.environ.get(UPDATE_ENV) == "1":
         write_jsonl(golden(scenario), logs)
         write_jsonl(golden(scenario, "traces"), traces)
@@ -149,3 +167,122 @@ def test_golden_files_hold_the_compactions(scenario: str) -> None:
     logs = golden_file(golden(scenario).name)
     traces = golden_file(golden(scenario, "traces").name)
     _check_capture(scenario, logs, traces)
+
+
+# -- detection: the readers and the engine, scan and serve ------------------------------------
+
+#: scenario -> (reason, turn, evidence level) in the logs (``OTEL_LOG_TOOL_DETAILS=1``)
+EXPECTED_LOGS: dict[str, list[tuple[str, int, str | None]]] = {
+    "reread": [],
+    "loop": [("frequency", 4, "arguments")],  # as loop-details, without the compaction
+    "spiral": [("compaction_livelock", 9, "arguments")],  # at the third compaction
+    "progress": [],
+}
+#: scenario -> (reason, turn) in the beta traces with tool content (full evidence)
+EXPECTED_TRACES: dict[str, list[tuple[str, int]]] = {
+    "reread": [],
+    "loop": [("repeat_cycle", 2), ("repeat_cycle", 4), ("repeat_cycle", 6)],  # as loop-details
+    "spiral": [("compaction_livelock", 9)],
+    "progress": [],
+}
+#: the same traces with compactions ignored (``disabled_signals: [compaction]``): what the
+#: boundary changes
+WITHOUT_BOUNDARY: dict[str, list[tuple[str, int]]] = {
+    "reread": [("barren", 9)],  # the four re-reads after the compaction
+    "loop": [("repeat_cycle", 2), ("repeat_cycle", 4), ("repeat_cycle", 6)],
+    "spiral": [("repeat_cycle", 6), ("barren", 10)],  # caught, as a repeat of the re-reads
+    "progress": [("frequency", 10)],  # notes.txt re-read after each of the three compactions
+}
+
+
+def _scan_traces(path: Path, config: Config | None = None) -> list[tuple[str, int]]:
+    result = scan_paths([str(path)], config, progress=False)
+    assert not result.unreadable and sum(r.tool_calls for r in result.reports) > 0
+    return [(d.reason.value, d.turn) for r in result.reports for d in r.detections]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_logs_give_the_expected_detections_through_the_engine_and_scan(scenario: str) -> None:
+    path = golden_file(golden(scenario).name)
+    assert brief(path) == EXPECTED_LOGS[scenario]
+    assert same_detections(scan_detections(path), detect(path)), "otel-progress scan finds the same"
+    status, found = scan_cli(path)
+    assert [(d["reason"], d["turn"], d["figures"].get("evidence_level")) for d in found] == EXPECTED_LOGS[scenario]
+    assert status == (1 if EXPECTED_LOGS[scenario] else 0)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_traces_give_the_expected_detections_and_what_the_boundary_changes(scenario: str) -> None:
+    path = golden_file(golden(scenario, "traces").name)
+    assert _scan_traces(path) == EXPECTED_TRACES[scenario]
+    assert _scan_traces(path, Config(disabled_signals=frozenset({"compaction"}))) == WITHOUT_BOUNDARY[scenario]
+
+
+def test_the_loop_across_the_compaction_is_caught_as_without_it() -> None:
+    """The same six ``cat`` calls, with and without Claude Code compacting after the third
+    (``loop-details`` is the capture without): the same detections, logs and traces."""
+    assert brief(golden_file(golden("loop").name)) == brief(golden_file(f"claude-code-{VERSION}-loop-details.jsonl"))
+    assert _scan_traces(golden_file(golden("loop", "traces").name)) == _scan_traces(
+        golden_file(f"claude-code-{VERSION}-loop-details.traces.jsonl"))
+
+
+def test_the_spiral_livelock_carries_its_figures() -> None:
+    found = [d for d in detect(golden_file(golden("spiral").name)) if d.reason is Reason.COMPACTION_LIVELOCK]
+    assert len(found) == 1
+    attributes = found[0].event_attributes()
+    assert found[0].event == "livelock" and attributes["progress.compactions"] == 3
+    assert attributes["progress.steps"] == 6 and attributes["progress.compaction_trigger"] == "auto"
+    assert attributes["progress.tokens_before"] > FULL > attributes["progress.tokens_after"]
+    # the summarisers' own requests are burned tokens too: 6 agent turns and 2 summaries
+    assert attributes["progress.tokens_burned"] >= 2 * FULL
+    assert attributes["progress.evidence_level"] == "arguments"
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_serve_logs_service(scenario: str) -> None:
+    events, marked = serve_detections(golden_file(golden(scenario).name))
+    assert [(e["progress.reason"]["stringValue"], int(e["progress.turn"]["intValue"]),
+             e.get("progress.evidence_level", {}).get("stringValue")) for e in events] == EXPECTED_LOGS[scenario]
+    assert len(marked) == len(EXPECTED_LOGS[scenario])
+    for record, event in zip(marked, events, strict=True):
+        # a livelock goes on the compaction record that completed it, a loop on its tool_result
+        expected = "compaction" if event["progress.reason"]["stringValue"] == "compaction_livelock" else "tool_result"
+        assert record["event.name"] == {"stringValue": expected}
+        assert record["progress.detected"] == {"boolValue": True}
+
+
+def _span_events(sink: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(span name, event name, event attributes)`` of the spans ``serve`` forwarded."""
+    out = []
+    for request in list(sink.traces):
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    for event in span.events:
+                        attributes = {kv.key: kv.value.string_value or kv.value.int_value for kv in event.attributes}
+                        out.append((span.name, event.name, attributes))
+    return out
+
+
+def test_the_real_spiral_through_serve(tmp_path: Path) -> None:
+    """The real CLI's logs and beta traces over OTLP/gRPC straight to ``otel-progress serve``:
+    the livelock arrives as a ``progress.livelock`` record on the third
+    ``claude_code.compaction`` record, and as a ``livelock`` event on the summariser's
+    ``claude_code.llm_request`` span."""
+    with serving() as (sink, service):
+        grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{service.port}"}
+        capture("spiral", tmp_path, grpc)
+        records = sink.wait(lambda r: any(name == "progress.livelock" for name, _ in r), timeout=20, settle=0.5)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(e[1] == "livelock" for e in _span_events(sink)):
+            time.sleep(0.2)
+        spans = _span_events(sink)
+    logged = [a for name, a in records if name == "progress.livelock"]
+    assert [(a["progress.reason"], a["progress.turn"], a["progress.compactions"]) for a in logged] == [
+        ("compaction_livelock", 9, 3)]
+    marked = [a for name, a in records
+              if name in ("compaction", "claude_code.compaction") and a.get("progress.detected")]
+    assert len(marked) == 1 and marked[0]["progress.reason"] == "compaction_livelock"
+    traced = [(span, a) for span, event, a in spans if event == "livelock"]
+    assert traced and traced[0][0] == "claude_code.llm_request"
+    assert traced[0][1]["progress.reason"] == "compaction_livelock" and traced[0][1]["progress.turn"] == 9

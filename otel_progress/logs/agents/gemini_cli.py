@@ -20,7 +20,9 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   ``packages/core/src/services/chatCompressionService.ts`` logs it when the history was
   compressed, and also, with ``tokens_after`` equal to or above ``tokens_before``, when the
   summary came back empty or larger and the history was kept): a compaction boundary of the
-  session's current run when ``tokens_after < tokens_before``, else nothing. Gemini CLI
+  session's current run when ``tokens_after < tokens_before``, else nothing. The
+  summariser's two requests are ``api_response`` tokens of the prompt's run (the second
+  one's ``prompt_id`` ends in ``-verify``). Gemini CLI
   compresses only where the history has a user message to split at (a second prompt, e.g.
   of a resumed session), when the last prompt's tokens pass ``compressionThreshold`` (0.5)
   of the model's limit.
@@ -61,6 +63,9 @@ __all__ = ["GeminiCliConvention", "exit_code"]
 TOOL_CALL = "gemini_cli.tool_call"
 API_RESPONSE = "gemini_cli.api_response"
 CHAT_COMPRESSION = "gemini_cli.chat_compression"
+#: The suffix of the prompt id of the compression summariser's second request (a check of
+#: its draft, ``promptId: `${promptId}-verify```): its tokens belong to the prompt's run.
+_VERIFY = "-verify"
 
 
 def exit_code(metadata: Any) -> int | None:
@@ -96,6 +101,8 @@ class GeminiCliConvention(LogConvention):
         if not session:
             return None
         prompt = text_attribute(record, "prompt_id") or ""
+        if prompt.endswith(_VERIFY):
+            prompt = prompt[:-len(_VERIFY)]  # the compression's check (ChatCompressionService): its prompt's
         run_key = f"gemini_cli|{session}|{prompt}"
         start_ns = _ms_ns(attributes.get("start_time"))
         order = (start_ns, record.observed_ns, record.index) if start_ns else record_order(record)
