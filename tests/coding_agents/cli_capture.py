@@ -231,9 +231,10 @@ def same_detections(a: list[Detection], b: list[Detection]) -> bool:
     return [key(d) for d in a] == [key(d) for d in b]
 
 
-def detect(path: Path) -> list[Detection]:
-    """The detections of the engine over a logs file, run by run in each run's order (a
-    compaction that names only its session belongs to the session's run seen last)."""
+def detect(path: Path, config: Config | None = None) -> list[Detection]:
+    """The detections of the engine (``config``: the default) over a logs file, run by run
+    in each run's order (a compaction that names only its session belongs to the session's
+    run seen last)."""
     runs: dict[str, list[LogObservation]] = {}
     for observation in observations(path):
         key = observation.run_key
@@ -243,7 +244,7 @@ def detect(path: Path) -> list[Detection]:
                 continue
         runs.setdefault(key, []).append(observation)
         runs[key] = runs.pop(key)  # seen last
-    engine = ProgressEngine()
+    engine = ProgressEngine(config)
     out: list[Detection] = []
     for run_key, items in runs.items():
         for n, item in enumerate(sorted(items, key=lambda o: o.order)):

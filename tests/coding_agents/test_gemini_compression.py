@@ -26,19 +26,27 @@ from pathlib import Path
 
 import pytest
 
+from otel_progress import Config
+from otel_progress.scan import scan_paths
+
 from .cli_capture import (
     GOLDEN,
     UPDATE_ENV,
     Receiver,
     cli_env,
+    detect,
     golden_file,
     observations,
     run_cli,
+    same_detections,
+    scan_detections,
+    serving,
     slim,
     workspace,
     write_jsonl,
 )
 from .fake_gemini import FakeGeminiAPI, Step
+from .scan_serve import scan_cli, serve_detections
 from .test_gemini_cli import SHELL, VERSION, _entry
 
 #: Prompt tokens the fake reports for a turn after which Gemini CLI compresses.
@@ -132,8 +140,70 @@ def test_real_cli_compresses(scenario: str, tmp_path: Path) -> None:
     # the summariser asks twice per compression (a draft, then a check)
     assert len(api.compressions) == 2 * COMPRESSIONS[scenario]
     check_capture(scenario, logs)
+    assert _brief(detect(logs)) == EXPECTED[scenario]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_golden_files_hold_the_compressions(scenario: str) -> None:
     check_capture(scenario, golden_file(golden(scenario).name))
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+#: scenario -> (reason, turn, evidence level) in the logs (arguments known, results by size)
+EXPECTED = {
+    "loop": [("frequency", 8, "arguments")],  # the same as with compactions ignored: the loop is one loop
+    "spiral": [("compaction_livelock", 8, "arguments")],  # at the third compression
+}
+#: with compactions ignored (``disabled_signals: [compaction]``)
+WITHOUT_BOUNDARY = {
+    "loop": [("frequency", 8)],
+    "spiral": [("frequency", 10)],  # the re-reads counted as repeats, later
+}
+
+
+def _brief(detections: list) -> list[tuple[str, int, str | None]]:
+    return [(d.reason.value, d.turn, d.figures.get("evidence_level")) for d in detections]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_logs_give_the_expected_detections(scenario: str) -> None:
+    path = golden_file(golden(scenario).name)
+    assert _brief(detect(path)) == EXPECTED[scenario]
+    off = Config(disabled_signals=frozenset({"compaction"}))
+    assert [(d.reason.value, d.turn) for d in detect(path, off)] == WITHOUT_BOUNDARY[scenario]
+    assert same_detections(scan_detections(path), detect(path)), "otel-progress scan finds the same"
+    status, found = scan_cli(path)
+    assert [(d["reason"], d["turn"], d["figures"].get("evidence_level")) for d in found] == EXPECTED[scenario]
+    assert status == 1
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_logs_through_serve(scenario: str) -> None:
+    events, marked = serve_detections(golden_file(golden(scenario).name))
+    assert [(e["progress.reason"]["stringValue"], int(e["progress.turn"]["intValue"]),
+             e.get("progress.evidence_level", {}).get("stringValue")) for e in events] == EXPECTED[scenario]
+    expected = "gemini_cli.chat_compression" if scenario == "spiral" else "gemini_cli.tool_call"
+    assert [m["event.name"] for m in marked] == [{"stringValue": expected}]
+
+
+def test_the_traces_carry_no_boundary() -> None:
+    """0.61.0's spans do not mark a compression: the traces are read as without one."""
+    path = golden_file(golden("spiral", "traces").name)
+    on = scan_paths([str(path)], progress=False)
+    off = scan_paths([str(path)], Config(disabled_signals=frozenset({"compaction"})), progress=False)
+    assert [(d.reason, d.turn) for r in on.reports for d in r.detections] == [
+        (d.reason, d.turn) for r in off.reports for d in r.detections]
+
+
+def test_the_real_spiral_through_serve(tmp_path: Path) -> None:
+    """The real CLI's logs over OTLP/gRPC straight to ``otel-progress serve``: the livelock
+    arrives as a ``progress.livelock`` record, on the third ``chat_compression`` record."""
+    with serving() as (sink, service):
+        run_gemini_session("spiral", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=False)
+        records = sink.wait(lambda r: any(name == "progress.livelock" for name, _ in r), timeout=20, settle=0.5)
+    logged = [a for name, a in records if name == "progress.livelock"]
+    assert [(a["progress.reason"], a["progress.turn"], a["progress.evidence_level"]) for a in logged] == [
+        ("compaction_livelock", 8, "arguments")]
+    marked = [a for name, a in records if name == "gemini_cli.chat_compression" and a.get("progress.detected")]
+    assert len(marked) == 1
