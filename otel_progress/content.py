@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -252,20 +253,29 @@ def same_prose(new: str, old: str) -> bool:
     fact-like token (a number, an identifier with a digit, a URL, a path, a quoted name)
     that ``old`` did not, no new short line of ``new`` holds such a token (a log that
     gained lines is new), and their content words (function words left out) overlap with
-    Jaccard similarity of at least :data:`PROSE_SIMILARITY`."""
+    Jaccard similarity of at least :data:`PROSE_SIMILARITY`.
+
+    (The conditions are checked cheapest first: the word sets and their overlap, then the
+    fact-like tokens and the lines. A text's words are kept for a while, since the text a
+    result is compared with was itself a new result a call earlier.)"""
     if new == old or len(new) > _MAX_PROSE or len(old) > _MAX_PROSE:
         return False
-    new_words, old_words = _words(new), _words(old)
+    new_words, old_words = _prose_words(new), _prose_words(old)
     if len(new_words) < _PROSE_MIN_WORDS or len(old_words) < _PROSE_MIN_WORDS:
         return False
-    if not _facts(new) <= _facts(old):
-        return False
-    old_lines = _lines(old)
-    for line in _lines(new) - old_lines:
-        if _facts(line) and len(_words(line)) < _PROSE_MIN_WORDS:
-            return False  # a new short line with a figure in it: a log line, a status line
     shared = len(new_words & old_words)
-    return shared / len(new_words | old_words) >= PROSE_SIMILARITY
+    if shared / len(new_words | old_words) < PROSE_SIMILARITY:
+        return False
+    if not _text_facts(new) <= _text_facts(old):
+        return False
+    # no new short line with a figure in it (a log line, a status line)
+    return not any(_facts(line) and len(_words(line)) < _PROSE_MIN_WORDS for line in _lines(new) - _lines(old))
+
+
+#: :func:`_words` and :func:`_facts` of the texts compared last (each new result is the old
+#: one of the next comparison); the sets are only read.
+_prose_words = lru_cache(maxsize=64)(_words)
+_text_facts = lru_cache(maxsize=64)(_facts)
 
 
 # -- learned volatile fields -----------------------------------------------------------------
