@@ -34,9 +34,13 @@ from .content import (
     without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
+from .generic import bare_acknowledgement, uninformative_failure
+from .location import location_of
 from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
+from .opaque import OpaqueText
 from .signals import CallFacts, Signal, Step
 from .signals.base import holds
+from .views import Views
 
 __all__ = ["Pipeline", "RunState"]
 
@@ -131,6 +135,7 @@ class RunState:
         "late",
         "level",
         "memory",
+        "opaque",
         "pending",
         "pipeline",
         "plan_advanced",
@@ -146,6 +151,7 @@ class RunState:
         "tokens",
         "trace",
         "turn",
+        "views",
         "watermark_ns",
     )
 
@@ -175,6 +181,8 @@ class RunState:
         self.duplicates = 0
         self.attempts = Attempts()
         self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.views: Views | None = None  # what each location showed (made when first needed)
+        self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
         # An epoch ends once the run has both changed the world (a write, a new command
         # that succeeded silently, an acknowledged new request) and admitted a result it
@@ -313,30 +321,59 @@ class Pipeline:
             if run is not None and type(parsed) is dict and not call.error and parsed and (
                     run.memory is not None or has_opaque(parsed)):
                 result_bytes = self._learned(self.memory(run), name, call_digest, parsed, result_bytes)
+            elif run is not None and type(parsed) is str and not call.error:
+                # plain text with opaque tokens (request ids, blobs), learned per tool
+                opaque = run.opaque
+                if opaque is None:
+                    opaque = run.opaque = OpaqueText()
+                same_as = opaque.text_to_digest(name, call_digest, parsed)
+                if same_as is not None:
+                    result_bytes = d.result(same_as, name)[0]
             result_digest = d.local(result_bytes)
             empty = is_empty(parsed)
             silent = empty and is_silent(parsed)
             ack = not call.error and not empty and is_ack(parsed)
-            if run is not None and not empty and not call.error and (
-                    type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
-                incidental = self.memory(run).reworded(name, call_digest, parsed)
+        # Where the answer comes from (a page, a file, a position): an answer there that
+        # shows nothing new stands for what the location showed (views.py).
+        place: int | None = None
+        located = None
+        if run is not None and result_digest is not None and not empty and not call.error:
+            located = location_of(args, parsed, command is not None)
+            if located is not None:
+                views = run.views
+                if views is None:
+                    views = run.views = Views()
+                result_digest, place = views.observe(located, call_digest, parsed, result_digest)
+        if run is not None and not empty and not call.error and (located is None or not located.view) and (
+                type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
+            incidental = self.memory(run).reworded(name, call_digest, parsed)
         error: int | None = None
         if call.error:
             message = call.error_message
             text = error_signature_text(name, call.error_type, message)
-            if not (message or "").strip():
-                # A failure with no message: the request is all that tells it from other
-                # silent failures of the tool (each failing command its own signature).
+            if uninformative_failure(message, call.error_type, name):
+                # A failure whose message says nothing about it (none, "Shell command
+                # failed", "timed out"): the request is all that tells it from other
+                # failures of the tool (each failing command its own signature), and an
+                # answer that only repeats the message is no evidence of anything.
                 text += "|" + str(call_digest)
+                if result_digest is not None and (silent or type(parsed) is not str or parsed.strip() == (
+                        message or "").strip()):
+                    incidental = True
             error = d.text(text)
         # The turn key: the request and what came back. A failed call has no key: a retry
         # after a transient error is legitimate; repeated failures are judged by the
         # error-recurrence and state-signature signals instead.
+        # An argument-free request (go_back, next, scroll, undo) answered by a bare
+        # acknowledgement ("Navigated back") that names no location moved something each
+        # time: never the same step as another, a change of the world (generic.py).
+        navigation = (has_args and not args and place is None and not call.error and type(parsed) is str
+                      and bare_acknowledgement(parsed))
         key: int | None = None
-        if result_digest is not None and not call.error:
+        if result_digest is not None and not call.error and not navigation:
             key = hash((call_digest, result_digest)) & _MASK
         action = None
-        if self._want_action and (has_args or result_digest is not None):
+        if self._want_action and (has_args or result_digest is not None) and not navigation:
             # The normalised action, for the state signature. Its digest only tells actions
             # apart inside this run, so it is process-local; the signature exported with a
             # detection is recomputed from keyed BLAKE3 digests (exported_signature).
@@ -353,16 +390,19 @@ class Pipeline:
                 normalised = normalise_action(name, args)
             action = hash(normalised) & _MASK  # d.local(normalised)
         waits = command is not None and is_deliberate_wait(command)
-        world = False
+        world = navigation
         if not call.error and run is not None:
             if command is not None:
                 world = self.memory(run).new_command(call_digest) and silent
             elif ack:
-                world = not repeated
+                world = world or not repeated
         # (positional, in CallFacts' field order: cheaper than keywords on this path)
-        return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id, command is not None, silent, world, repeated,
-                         waits and not call.error, waits, incidental, partial)
+        facts = CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
+                          call.span_id, command is not None, silent, world, repeated,
+                          waits and not call.error, waits, incidental, partial)
+        if place is not None:
+            facts.place = place
+        return facts
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:

@@ -5,16 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
+from ..views import only_repeats
 from .base import Signal, Step
 
 __all__ = ["BarrenSignal"]
 
+_RECENT = 8  # the plain-text answers an interrupting answer is compared with
+
 
 class _State:
-    __slots__ = ("barren",)
+    __slots__ = ("barren", "recent")
 
     def __init__(self) -> None:
         self.barren = 0
+        self.recent: list[str] = []  # the run's last plain-text answers (references)
 
 
 class BarrenSignal(Signal):
@@ -38,7 +42,14 @@ class BarrenSignal(Signal):
     command again, silent again, is not progress. A result that says nothing was found
     (``0 results``) is never progress, command or not. Any other request that differs
     from its tool's previous one and is answered with silence (a ``think`` note, a reply
-    with no body) is neutral: neither progress nor a barren step."""
+    with no body) is neutral: neither progress nor a barren step.
+
+    A streak is not broken by an answer that only looks new (issue 15): a step whose only
+    progress is a plain-text answer saying nothing the run's last eight plain-text
+    answers did not (``views.only_repeats``: a lookup that returns a sentence already
+    read, prefixed; a page transcribed again elsewhere) is neutral while a streak is
+    running. Anything else new (a write, a changed state, a plan or goal advance, a new
+    JSON record, a text with new content) ends it."""
 
     name = "barren"
 
@@ -48,6 +59,25 @@ class BarrenSignal(Signal):
     def reset(self, state: Any) -> Any:
         state.barren = 0
         return state
+
+    @staticmethod
+    def _remember(state: _State, texts: list[str]) -> None:
+        if texts:
+            recent = state.recent
+            recent.extend(texts)
+            if len(recent) > _RECENT:
+                del recent[:-_RECENT]
+
+    @staticmethod
+    def _only_looks_new(step: Step, texts: list[str], state: _State, run: Any) -> bool:
+        """Whether the step's progress is only plain-text answers that repeat the run's
+        recent ones (computed only while a streak runs)."""
+        if step.wrote or run.plan_advanced or run.goal_improved or step.world:
+            return False
+        if any(f.result is not None and type(f.parsed_result) is not str and f.error is None for f in step.facts):
+            return False
+        earlier = state.recent
+        return bool(earlier) and all(only_repeats(t, earlier) for t in texts)
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
@@ -63,13 +93,19 @@ class BarrenSignal(Signal):
                 progress = True  # a published state that did not change outranks it
             if not (facts.silent and facts.error is None and not facts.command and not facts.repeat):
                 neutral = False
+        texts = [f.parsed_result for f in step.facts if type(f.parsed_result) is str and f.error is None]
         if progress:
+            if state.barren and texts and self._only_looks_new(step, texts, state, run):
+                self._remember(state, texts)
+                return None  # neutral: the streak goes on
             state.barren = 0
+            self._remember(state, texts)
             return None
         if step.partial:
             return None  # an equal size or truncated preview does not prove nothing new
         if not comparable or neutral:
             return None  # (a new request answered with silence: a note to self, a 204)
+        self._remember(state, texts)
         state.barren += 1
         if state.barren < self.config.barren_threshold:
             return None

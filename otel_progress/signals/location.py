@@ -1,0 +1,67 @@
+"""Location revisits (seeds 000, 004; issue 15): the run keeps arriving at places it has
+already seen, finding there what it found before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import Finding, Reason
+from .base import Signal, Step
+
+__all__ = ["LocationRevisitSignal"]
+
+_MAX_STATES = 64
+
+
+class _State:
+    __slots__ = ("current", "revisits", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[int, None] = {}  # insertion-ordered set of location states
+        self.current: int | None = None
+        self.revisits = 0
+
+
+class LocationRevisitSignal(Signal):
+    """Follows the state of the location each step's result shows (``CallFacts.place``:
+    the location and what it showed there, see ``views.py``), as the state-revisit signal
+    follows a published state. Arriving at a location state seen earlier in the run (the
+    same page, position and content, reached again by any request: another link, a
+    reworded search, a replayed path) is a revisit; arriving at a new one takes one back,
+    so a single return to a hub page between new pages never adds up (seed 004's
+    progress signal). ``location_revisit_threshold`` revisits fire ``state_revisit``.
+    Steps that show no location, or stay where they are, change nothing."""
+
+    name = "location"
+
+    def new_state(self) -> _State:
+        return _State()
+
+    def reset(self, state: Any) -> Any:
+        state.revisits = 0
+        return state
+
+    def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
+        place = None
+        for facts in step.facts:
+            if facts.place is not None:
+                place = facts.place
+        if place is None or place == state.current:
+            return None
+        state.current = place
+        seen = state.seen
+        if place not in seen:
+            state.revisits = max(0, state.revisits - 1)
+            if len(seen) >= _MAX_STATES:
+                seen.pop(next(iter(seen)))
+            seen[place] = None
+            return None
+        state.revisits += 1
+        if state.revisits < self.config.location_revisit_threshold:
+            return None
+        return Finding(
+            Reason.STATE_REVISIT,
+            {"revisits": state.revisits, "locations": len(seen)},
+            f"the run arrived again at places it had already seen, finding nothing new there"
+            f" ({state.revisits} times without reaching a new one)",
+        )
