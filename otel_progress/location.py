@@ -102,8 +102,22 @@ def _query_value(value: str) -> str:
     return " ".join(words)
 
 
+_CACHE: dict[str, str] = {}
+_MAX_CACHE = 4096
+
+
 def normalise_url(url: str) -> str:
-    """The URL a location is named by (see the module docstring)."""
+    """The URL a location is named by (see the module docstring); the last results are
+    kept (a page is named again and again)."""
+    done = _CACHE.get(url)
+    if done is None:
+        if len(_CACHE) >= _MAX_CACHE:
+            _CACHE.clear()
+        done = _CACHE[url] = _normalise(url)
+    return done
+
+
+def _normalise(url: str) -> str:
     url = url.strip().rstrip(").,;'\"")
     try:
         parts = urlsplit(url)
@@ -138,21 +152,27 @@ def _number(text: str) -> float:
 
 def _position(head: str) -> str:
     """The position a view's head states, coarsened to half a viewport where the
-    viewport's size is stated."""
-    viewport = _VIEWPORT.search(head)
-    half = _number(viewport.group(1)) / 2 if viewport else 0.0
-    down = _PCT_DOWN.search(head)
-    if down is not None or _TOP.search(head):
-        pct = _number(down.group(1)) if down is not None else 0.0
-        return f"@{round(pct / half)}" if half else f"@{pct:g}"
-    if _BOTTOM.search(head):
+    viewport's size is stated (each phrase looked for only where its words are)."""
+    lower = head.lower()
+    if "%" in head:
+        viewport = _VIEWPORT.search(head) if "viewport" in lower else None
+        half = _number(viewport.group(1)) / 2 if viewport else 0.0
+        down = _PCT_DOWN.search(head) if "down" in lower else None
+        if down is not None or ("top of the" in lower and _TOP.search(head)):
+            pct = _number(down.group(1)) if down is not None else 0.0
+            return f"@{round(pct / half)}" if half else f"@{pct:g}"
+    elif "top of the" in lower and _TOP.search(head):
+        return "@0"
+    if ("bottom of the" in lower or "end of the" in lower) and _BOTTOM.search(head):
         return "@bottom"
-    page = _PAGE_OF.search(head)
-    if page:
-        return f"page {page.group(1)}"
-    lines = _LINES.search(head)
-    if lines:
-        return f"lines {lines.group(1)}-{lines.group(2)}"
+    if "page" in lower:
+        page = _PAGE_OF.search(head)
+        if page:
+            return f"page {page.group(1)}"
+    if "line" in lower:
+        lines = _LINES.search(head)
+        if lines:
+            return f"lines {lines.group(1)}-{lines.group(2)}"
     return ""
 
 

@@ -109,9 +109,13 @@ class OpaqueText:
             return mask_opaque(text)
         if last is None or last[0] != request or last[1] == text:
             return None
+        previous = last[1]
+        if len(previous) > _MAX_TEXT or text.count(" ") != previous.count(" ") or (
+                text.count("\n") != previous.count("\n")):
+            return None  # (opaque tokens hold no space: texts that differ in them have as many)
         masked = mask_opaque(text)
-        if masked == text or masked != mask_opaque(last[1]):
+        if masked == text or masked != mask_opaque(previous):
             return None
         if len(self.learned) < _MAX_TOOLS:
             self.learned.add(tool)
-        return last[1]
+        return previous

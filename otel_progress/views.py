@@ -49,13 +49,12 @@ answer digests per location, the first 16 KB of each answer sketched.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .location import Location
-from .opaque import mask_opaque
 
-__all__ = ["Sketch", "Views", "only_repeats", "sketch"]
+__all__ = ["Sketch", "Views", "only_repeats"]
 
 _MAX_PLACES = 32
 _MAX_WORDS = 4096
@@ -63,11 +62,21 @@ _MAX_DIGESTS = 64
 _MAX_SKETCH = 16384
 _FUZZY_MIN = 5  # shorter words must match exactly (one letter off is another word)
 _PROSE_MIN_WORDS = 6  # as content.same_prose: fewer content words make a fact, not prose
+_LINE_MIN_NEW = 2  # new words that make a line new content (with as many as it has known)
+_HEADING_MAX = 6  # words of a layout heading ("Top Bar:", "Here is the text of the page:")
+_LONG_LINE = 40  # words: a longer line is judged sentence by sentence
 _MASK = (1 << 63) - 1
 
-_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
-_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[\"'])")
+# Words are found with byte operations (cheap): the text's UTF-8 bytes, lower-cased, every
+# byte that is not a letter or a digit made a space (line ends kept), split. A token of
+# letters only is a word, of digits only a number; one that mixes them (a fragment of an
+# opaque token: a base64 blob, a request id) is neither.
+_TOKENS = bytes(c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 or c == 10) else 32
+                for c in range(256))
+_SHORT = frozenset({bytes([a]) for a in range(97, 123)} | {bytes([a, b]) for a in range(97, 123)
+                                                            for b in range(97, 123)})
+_COLON = re.compile(rb":[ \t\r]*$")
+_SENTENCE_END = re.compile(rb"[.!?]\s+")
 #: English function words: re-wording changes them freely.
 FUNCTION_WORDS: frozenset[str] = frozenset((
     "the", "this", "that", "these", "those", "are", "was", "were", "been", "being", "its", "you",
@@ -97,56 +106,52 @@ LAYOUT_WORDS: frozenset[str] = frozenset((
 ))
 
 
+_IGNORED = frozenset(w.encode() for w in FUNCTION_WORDS | LAYOUT_WORDS) | _SHORT
+
+
 class Sketch:
-    """The words of one answer, overall and per content line."""
+    """One answer as compared: its content words, its numbers (taken when first asked
+    for: only a poll compares them), and its text (as tokens, line by line), whose lines
+    are read only when a line can decide."""
 
-    __slots__ = ("lines", "numbers", "words")
+    __slots__ = ("_numbers", "raw", "text", "tokens", "words")
 
-    def __init__(self, words: frozenset[str], numbers: frozenset[str],
-                 lines: tuple[tuple[frozenset[str], frozenset[str]], ...]) -> None:
-        self.words = words
-        self.numbers = numbers
-        self.lines = lines
+    def __init__(self, text: str) -> None:
+        raw = text[:_MAX_SKETCH].encode("utf-8", "ignore").lower()
+        body = raw.translate(_TOKENS)
+        tokens = set(body.split())
+        self.text = body
+        self.raw = raw  # byte for byte aligned with ``text`` (to tell a layout heading)
+        self.tokens = tokens
+        self.words = set(filter(bytes.isalpha, tokens)) - _IGNORED
+        self._numbers: set[bytes] | None = None
 
-
-def sketch(text: str) -> Sketch:
-    """The sketch of a view's text (see the module docstring)."""
-    body = mask_opaque(text[:_MAX_SKETCH])
-    lines: list[tuple[frozenset[str], frozenset[str]]] = []
-    all_words: set[str] = set()
-    all_numbers: set[str] = set()
-    for raw in body.splitlines():
-        for part in (_SENTENCE.split(raw) if len(raw) > 200 else (raw,)):
-            part = part.strip()
-            if not part:
-                continue
-            found = _WORD.findall(part)
-            words = frozenset(w for w in (x.lower() for x in found) if w not in FUNCTION_WORDS
-                              and w not in LAYOUT_WORDS)
-            if part.endswith(":") and len(found) <= 6:
-                continue  # a layout heading ("Top Bar:", "Here is the text of the page:")
-            numbers = frozenset(_NUMBER.findall(part)) if any(c.isdigit() for c in part) else frozenset()
-            if words or numbers:
-                lines.append((words, numbers))
-                all_words |= words
-                all_numbers |= numbers
-    return Sketch(frozenset(all_words), frozenset(all_numbers), tuple(lines))
+    @property
+    def numbers(self) -> set[bytes]:
+        numbers = self._numbers
+        if numbers is None:
+            numbers = self._numbers = set(filter(bytes.isdigit, self.tokens))
+        return numbers
 
 
-def _deletions(word: str) -> set[str]:
-    return {word[:i] + word[i + 1:] for i in range(len(word))}
+def _deletions(word: bytes) -> list[bytes]:
+    return [word[:i] + word[i + 1:] for i in range(len(word))]
 
 
 class _Place:
-    """What one location showed: its words (and their one-letter-off forms), numbers,
-    answer digests, its representative and the request of its last answer."""
+    """What one location showed: its words (by length, with the one-letter-off forms of a
+    length made when a word of it is first looked up), numbers, answer digests, its
+    representative and the request of its last answer."""
 
-    __slots__ = ("digests", "number_set", "pending", "representative", "request", "variants", "words")
+    __slots__ = ("_numbers", "by_length", "digests", "pending", "representative", "request", "unnumbered",
+                 "variants", "words")
 
     def __init__(self, representative: int, request: int) -> None:
-        self.words: set[str] = set()
-        self.variants: set[str] = set()
-        self.number_set: set[str] = set()
+        self.words: set[bytes] = set()
+        self._numbers: set[bytes] = set()
+        self.unnumbered: list[Sketch] = []  # answers whose numbers are not merged yet
+        self.by_length: dict[int, set[bytes]] = {}
+        self.variants: dict[int, set[bytes]] = {}  # length -> its words with one letter dropped
         self.digests: set[int] = {representative}
         self.representative = representative
         self.request = request
@@ -155,23 +160,57 @@ class _Place:
     def add(self, sk: Sketch) -> None:
         words = self.words
         if len(words) < _MAX_WORDS:
-            variants = self.variants
-            for w in sk.words - words:
-                words.add(w)
-                if len(w) >= _FUZZY_MIN:
-                    variants |= _deletions(w)
-        self.number_set |= sk.numbers
+            if self.by_length:  # (kept up to date once a look needed it)
+                fresh = sk.words - words
+                if fresh:
+                    self._index(fresh)
+            words |= sk.words
+        if len(self.unnumbered) < _MAX_DIGESTS:
+            self.unnumbered.append(sk)
 
-    def knows(self, word: str) -> bool:
-        if word in self.words:
-            return True
-        if len(word) < _FUZZY_MIN:
-            return False
+    @property
+    def numbers(self) -> set[bytes]:
+        """The numbers shown here (merged when first asked for: only a poll needs them)."""
+        if self.unnumbered:
+            for sk in self.unnumbered:
+                self._numbers |= sk.numbers
+            self.unnumbered.clear()
+        return self._numbers
+
+    def _index(self, words: set[bytes]) -> None:
+        by_length = self.by_length
         variants = self.variants
-        if word in variants:
-            return True  # one letter dropped
-        words = self.words
-        return any(v in words or v in variants for v in _deletions(word))
+        for w in words:
+            n = len(w)
+            bucket = by_length.get(n)
+            if bucket is None:
+                bucket = by_length[n] = set()
+            bucket.add(w)
+            made = variants.get(n)
+            if made is not None:
+                made.update(_deletions(w))
+
+    def _variants(self, n: int) -> set[bytes]:
+        made = self.variants.get(n)
+        if made is None:
+            made = self.variants[n] = set()
+            for w in self.by_length.get(n, ()):
+                made.update(_deletions(w))
+        return made
+
+    def near(self, word: bytes) -> bool:
+        """Whether a word not said here differs from one that was by one letter added,
+        dropped or changed (a mis-transcription)."""
+        n = len(word)
+        if n < _FUZZY_MIN:
+            return False
+        if not self.by_length:
+            self._index(self.words)
+        if word in self._variants(n + 1):
+            return True  # a letter dropped
+        shorter = self.by_length.get(n - 1, ())
+        same = self._variants(n)
+        return any(v in shorter or v in same for v in _deletions(word))  # a letter added, changed
 
 
 class Views:
@@ -203,9 +242,9 @@ class Views:
         if digest in place.digests:
             return digest, _state(key, digest)  # byte-equal to an earlier answer here
         if place.pending is not None:
-            place.add(sketch(place.pending))
+            place.add(Sketch(place.pending))
             place.pending = None
-        sk = sketch(parsed)
+        sk = Sketch(parsed)
         same = _same(place, sk, poll)
         place.add(sk)
         if same:
@@ -215,59 +254,80 @@ class Views:
         place.representative = digest
         return digest, _state(key, digest)
 
-LINE_MIN_NEW = 2
-
-
-def _same(place: _Place, sk: Sketch, poll: bool) -> bool:
-    """Whether an answer's sketch shows nothing new at ``place`` (see the module docstring)."""
-    known: Callable[[str], bool] = place.knows
-    numbers = place.number_set
-    new = old = 0
-    for w in sk.words:
-        if known(w):
-            old += 1
-        else:
-            new += 1
-    if poll:
-        for x in sk.numbers:
-            if x in numbers:
-                old += 1
-            else:
-                new += 1
-    if not new:
+def _same(place: _Place, sk: Sketch, poll: bool, fuzzy: bool = True) -> bool:
+    """Whether an answer's sketch shows nothing new at ``place`` (see the module docstring);
+    ``fuzzy``: a word one letter off a known one counts as known (a transcription). That
+    look is the costly part, so it is taken only for the words that would decide: those
+    of a line that would otherwise be new content."""
+    new = sk.words - place.words
+    new_numbers = (sk.numbers - place.numbers) if poll else set()
+    total = len(sk.words) + (len(sk.numbers) if poll else 0)
+    if not new and not new_numbers:
         return True
-    if new >= old:
+    fresh = len(new) + len(new_numbers)
+    if not fresh:
+        return True
+    if fresh >= total - fresh:
         return False  # more of it is new than was said here already
-    for words, nums in sk.lines:
-        n = k = 0
-        for w in words:
-            if known(w):
-                k += 1
-            else:
-                n += 1
-        if poll:
-            for x in nums:
-                if x in numbers:
-                    k += 1
-                else:
-                    n += 1
-        if n >= LINE_MIN_NEW and n >= k:
-            return False  # a line of new content
+    # The lines holding a new word or number, found by searching the text for them.
+    text = sk.text
+    lines: set[int] = set()
+    for token in new | new_numbers:
+        at = text.find(token)
+        while at >= 0:
+            lines.add(text.count(b"\n", 0, at))
+            at = text.find(token, at + len(token))
+    if not lines:
+        return True
+    body_lines = text.split(b"\n")
+    raw_lines = sk.raw.split(b"\n")
+    for i in sorted(lines):
+        tokens = body_lines[i].split()
+        if _COLON.search(raw_lines[i]) and len(tokens) <= _HEADING_MAX:
+            continue  # a layout heading ("Top Bar:", "Here is the text of the page:")
+        for part in (_split_long(body_lines[i], raw_lines[i]) if len(tokens) > _LONG_LINE else (tokens,)):
+            distinct = set(part)
+            content = set(filter(bytes.isalpha, distinct)) - _IGNORED
+            unknown = content & new
+            if fuzzy and len(unknown) >= _LINE_MIN_NEW:
+                unknown = {w for w in unknown if not place.near(w)}
+            n = len(unknown)
+            k = len(content) - n
+            if poll:
+                numbers = set(filter(bytes.isdigit, distinct))
+                m = len(numbers & new_numbers)
+                # (a token of letters and digits is a piece of an identifier: noise, not news)
+                mixed = len(distinct) - len(numbers) - sum(1 for t in distinct if t.isalpha())
+                n += m
+                k += len(numbers) - m + mixed
+            if n >= _LINE_MIN_NEW and n >= k:
+                return False  # a line of new content
     return True
 
 
-def only_repeats(text: str, earlier: Iterable[str]) -> bool:
-    """Whether a text says nothing that the ``earlier`` texts did not: it is prose (six
-    content words or more: a shorter answer is a fact, compared exactly) and, judged as a
-    view of what they showed with its numbers counted, shows nothing new. The no-progress
-    counter asks it of an answer that interrupts a streak of nothing new."""
-    sk = sketch(text)
+def _split_long(body: bytes, raw: bytes) -> list[list[bytes]]:
+    """A long line's sentences (at ``. ``, ``! ``, ``? `` in the raw text), as tokens."""
+    parts, start = [], 0
+    for m in _SENTENCE_END.finditer(raw):
+        parts.append(body[start:m.end()].split())
+        start = m.end()
+    parts.append(body[start:].split())
+    return parts
+
+
+def only_repeats(sk: Sketch, earlier: Iterable[Sketch]) -> bool:
+    """Whether an answer (its sketch) says nothing that the ``earlier`` answers did not:
+    it is prose (six content words or more: a shorter answer is a fact, compared
+    exactly) and, judged as a view of what they showed, with its numbers counted and
+    its words matched exactly (the answers of one run are not transcriptions of each
+    other), shows nothing new. The no-progress counter asks it of an answer that
+    interrupts a streak of nothing new."""
     if len(sk.words) < _PROSE_MIN_WORDS:
         return False
     place = _Place(0, 0)
     for old in earlier:
-        place.add(sketch(old))
-    return _same(place, sk, True)
+        place.add(old)
+    return _same(place, sk, True, fuzzy=False)
 
 
 def _state(key: tuple[str, str], representative: int) -> int:

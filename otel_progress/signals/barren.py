@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
-from ..views import only_repeats
+from ..views import Sketch, only_repeats
 from .base import Signal, Step
 
 __all__ = ["BarrenSignal"]
@@ -18,7 +18,8 @@ class _State:
 
     def __init__(self) -> None:
         self.barren = 0
-        self.recent: list[str] = []  # the run's last plain-text answers (references)
+        # the run's last plain-text answers (references), sketched when first compared
+        self.recent: list[str | Sketch] = []
 
 
 class BarrenSignal(Signal):
@@ -61,7 +62,7 @@ class BarrenSignal(Signal):
         return state
 
     @staticmethod
-    def _remember(state: _State, texts: list[str]) -> None:
+    def _remember(state: _State, texts: list[str] | list[Sketch]) -> None:
         if texts:
             recent = state.recent
             recent.extend(texts)
@@ -69,15 +70,24 @@ class BarrenSignal(Signal):
                 del recent[:-_RECENT]
 
     @staticmethod
-    def _only_looks_new(step: Step, texts: list[str], state: _State, run: Any) -> bool:
-        """Whether the step's progress is only plain-text answers that repeat the run's
-        recent ones (computed only while a streak runs)."""
+    def _only_looks_new(step: Step, texts: list[str], state: _State, run: Any) -> list[Sketch] | None:
+        """The sketches of the step's answers when its progress is only plain-text answers
+        that repeat the run's recent ones (computed only while a streak runs), else None."""
         if step.wrote or run.plan_advanced or run.goal_improved or step.world:
-            return False
-        if any(f.result is not None and type(f.parsed_result) is not str and f.error is None for f in step.facts):
-            return False
-        earlier = state.recent
-        return bool(earlier) and all(only_repeats(t, earlier) for t in texts)
+            return None
+        if any(f.result is not None and (type(f.parsed_result) is not str or f.place is not None)
+               and f.error is None for f in step.facts):
+            return None  # (a JSON record is not prose; a view was judged at its location already)
+        recent = state.recent
+        if not recent:
+            return None
+        for i, old in enumerate(recent):
+            if type(old) is str:
+                recent[i] = Sketch(old)
+        sketches = [Sketch(t) for t in texts]
+        if all(only_repeats(sk, recent) for sk in sketches):  # type: ignore[arg-type]
+            return sketches
+        return None
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
@@ -95,9 +105,11 @@ class BarrenSignal(Signal):
                 neutral = False
         texts = [f.parsed_result for f in step.facts if type(f.parsed_result) is str and f.error is None]
         if progress:
-            if state.barren and texts and self._only_looks_new(step, texts, state, run):
-                self._remember(state, texts)
-                return None  # neutral: the streak goes on
+            if state.barren and texts:
+                repeated = self._only_looks_new(step, texts, state, run)
+                if repeated is not None:
+                    self._remember(state, repeated)
+                    return None  # neutral: the streak goes on
             state.barren = 0
             self._remember(state, texts)
             return None
