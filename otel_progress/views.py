@@ -60,6 +60,7 @@ _MAX_PLACES = 32
 _MAX_WORDS = 4096
 _MAX_DIGESTS = 64
 _MAX_SKETCH = 16384
+_MAX_HEAD_LINE = 3000  # a view's first line (its location) is skipped up to this length
 _FUZZY_MIN = 5  # shorter words must match exactly (one letter off is another word)
 _PROSE_MIN_WORDS = 6  # as content.same_prose: fewer content words make a fact, not prose
 _LINE_MIN_NEW = 2  # new words that make a line new content (with as many as it has known)
@@ -116,7 +117,10 @@ class Sketch:
 
     __slots__ = ("_numbers", "raw", "text", "tokens", "words")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, view: bool = False) -> None:
+        if view:  # a view's first line names the location (its URL, title, position): not content
+            cut = text.find("\n", 0, _MAX_HEAD_LINE)
+            text = text[cut + 1:] if cut >= 0 else text
         raw = text[:_MAX_SKETCH].encode("utf-8", "ignore").lower()
         body = raw.translate(_TOKENS)
         tokens = set(body.split())
@@ -242,9 +246,9 @@ class Views:
         if digest in place.digests:
             return digest, _state(key, digest)  # byte-equal to an earlier answer here
         if place.pending is not None:
-            place.add(Sketch(place.pending))
+            place.add(Sketch(place.pending, view=True))
             place.pending = None
-        sk = Sketch(parsed)
+        sk = Sketch(parsed, view=True)
         same = _same(place, sk, poll)
         place.add(sk)
         if same:
