@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import blake3
@@ -60,6 +60,7 @@ _WS = re.compile(r"\s+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}[\\/]?")
+_PATH_NO_DRIVE = re.compile(r"(?:[\\/][\w.\-]+){2,}[\\/]?")
 _DIGITS = re.compile(r"\d+")
 _NOISE = re.compile(r"(?:[^\w\s<>]|_){2,}|(?<!\S)[^\w\s]+(?!\S)|[\r\b]|(?:N\s*[%/]\s*)+N?")
 _TIMESTAMP = re.compile(
@@ -119,7 +120,7 @@ def parse_json_value(value: Any) -> Any:
 def _stdlib_may_parse(text: str, exc: BaseException) -> bool:
     """Whether the standard library's ``json`` may accept a text orjson rejected, so that
     only then is it tried (its failure is an expensive exception, and most such texts are
-    plain output that merely opens with a bracket). It accepts more than orjson in five
+    plain output that merely opens with a bracket). It accepts more than orjson in four
     ways only: ``NaN``/``Infinity`` tokens, lone surrogates (escaped with ``\\u`` or raw,
     so not ASCII), numbers beyond a double and nesting past orjson's depth limit (orjson
     then stops at the number or the bracket). Anything else it rejects as orjson did."""
@@ -267,16 +268,39 @@ def canonical_json(value: Any, volatile: frozenset[str] | None = None) -> str:
     return _canonical_bytes(parse_json_value(value), volatile).decode("utf-8")
 
 
+def _fold_text(value: str) -> str:
+    if len(value) >= 36 and "-" in value and _UUID_HINT.search(value) is not None:
+        value = _UUID.sub("<id>", value)
+    return " ".join(value.split()).lower()
+
+
 def _fold(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return "<deep>"
     kind = type(value)
     if kind is int or kind is float or kind is bool or value is None:
         return value  # the common leaves first: no ABC check (they are returned as they are)
+    if kind is str:
+        return _fold_text(value)
     if isinstance(value, str):
-        if len(value) >= 36 and "-" in value and _UUID_HINT.search(value) is not None:
-            value = _UUID.sub("<id>", value)
-        return " ".join(value.split()).lower()
+        return _fold_text(value)
+    if kind is dict and depth < _MAX_DEPTH:
+        # (the items' leaves folded here, as _fold(item, depth + 1) would fold them)
+        out = {}
+        for k, v in value.items():
+            ks = k if type(k) is str else str(k)
+            hit = _ID_KEY_CACHE.get(ks)
+            if hit is None:
+                hit = _is_id_key(ks)
+            if hit:
+                continue
+            kv = type(v)
+            if kv is str:
+                v = _fold_text(v)
+            elif not (kv is int or kv is float or kv is bool or v is None):
+                v = _fold(v, depth + 1)
+            out[ks.lower()] = v
+        return out
     if kind is dict or isinstance(value, Mapping):
         return {str(k).lower(): _fold(v, depth + 1) for k, v in value.items() if not _is_id_key(str(k))}
     if isinstance(value, (list, tuple)):
@@ -336,7 +360,9 @@ def _normalise_message(msg: str) -> str:
     if "-" in msg and _UUID_HINT.search(msg) is not None:
         msg = _UUID.sub("<id>", msg)
     if "/" in msg or "\\" in msg:  # (a path has at least two separators)
-        msg = _PATH.sub("<path>", msg)
+        # Without a drive letter before a separator, only _PATH's second form can match:
+        # the same matches, found by a pattern that opens with the separator.
+        msg = (_PATH if ":/" in msg or ":\\" in msg else _PATH_NO_DRIVE).sub("<path>", msg)
     msg = _HEXID.sub("<hex>", msg)
     msg = _DIGITS.sub("N", msg)
     msg = _NOISE.sub(" ", msg)
@@ -357,6 +383,15 @@ def error_signature_text(
     failures that start alike and end differently are two failures.
     """
     text = message or ""
+    if len(text) <= _MEMO_MESSAGE:
+        return _error_signature_text(tool, error_type, text, limit)
+    return _error_signature_uncached(tool, error_type, text, limit)
+
+
+_MEMO_MESSAGE = 65536  # messages up to this size have their signature text remembered
+
+
+def _error_signature_uncached(tool: str, error_type: str | None, text: str, limit: int) -> str:
     if len(text) > limit * 4:
         head, tail = _normalise_message(text[: limit * 2]), _normalise_message(text[-limit * 2:])
     else:
@@ -368,6 +403,10 @@ def error_signature_text(
         msg = head[:half] + " … " + tail[-half:]
     return f"{tool}|{error_type or ''}|{msg}"
 
+
+#: :func:`error_signature_text` of the failures seen last: an agent stuck on a failure
+#: sends it again and again, and the text is a function of its arguments alone.
+_error_signature_text = lru_cache(maxsize=256)(_error_signature_uncached)
 
 _CONTAINERS = (dict, list, tuple)
 
@@ -498,6 +537,11 @@ class Digester:
                 self._tools.clear()
             self._tools[tool] = -1 if hit else seen + 1
         return hit
+
+    def strips(self, tool: str) -> bool:
+        """Whether every result of ``tool`` loses its volatile keys from now on (one of its
+        results held one): :meth:`result` is then a function of the result alone."""
+        return self._tools.get(tool) == -1
 
     def raw_result(self, result: str, tool: str, unless: Callable[[str], bool] | None = None) -> int | None:
         """The :meth:`local_text` digest of a long JSON result taken as received, without

@@ -39,6 +39,7 @@ __all__ = [
     "is_empty",
     "is_silent",
     "may_be_waiting",
+    "opaque_fields",
     "same_prose",
     "says_nothing_found",
     "without",
@@ -299,8 +300,9 @@ def _opaque(value: Any) -> bool:
 Field = str | tuple[str, str]
 
 
-def _opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
-    """The opaque scalars of a result, at the top level and one level down."""
+def opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
+    """The opaque scalars of a JSON-object result (:func:`_opaque`), at the top level and
+    one level down (mappings of up to 32 keys): the candidate envelope fields."""
     out: dict[Field, Any] = {}
     for k, v in result.items():
         if not isinstance(k, str):
@@ -316,7 +318,7 @@ def _opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
 def has_opaque(result: Mapping[str, Any]) -> bool:
     """Whether a JSON-object result has an opaque token at its top level or one level
     down (a candidate envelope field, see :class:`ResultMemory`)."""
-    return len(result) <= _MAX_LEARN_KEYS and bool(_opaque_fields(result))
+    return len(result) <= _MAX_LEARN_KEYS and bool(opaque_fields(result))
 
 
 def without(result: Mapping[str, Any], fields: frozenset[Field]) -> dict[str, Any]:
@@ -385,12 +387,15 @@ class ResultMemory:
             return result
         return without(result, keys)
 
-    def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any) -> bool:
+    def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any,
+              opaque: dict[Field, Any] | None = None) -> bool:
         """Note a JSON-object result of ``tool`` for ``request``; ``rest_digest(fields)``
-        digests the result without those fields. True when a field was learned now."""
+        digests the result without those fields (``opaque``: the result's
+        :func:`opaque_fields`, when the caller has them). True when a field was learned now."""
         if len(result) > _MAX_LEARN_KEYS:
             return False
-        opaque = _opaque_fields(result)
+        if opaque is None:
+            opaque = opaque_fields(result)
         table = self._last
         last = table.get(tool) if table is not None else None
         if not opaque:

@@ -189,8 +189,10 @@ def _is_waiting(result: Any, waiting: frozenset[str]) -> bool:
             return True
         # (cheap necessary conditions first: most results mention no wait at all)
         lowered = result.lower()
-        parts = _TEXT_WAIT_PHRASES if result.isascii() else _TEXT_WAIT_PARTS
-        return any(p in lowered for p in parts) and _TEXT_WAIT.search(result) is not None
+        for part in _TEXT_WAIT_PHRASES if result.isascii() else _TEXT_WAIT_PARTS:
+            if part in lowered:
+                return _TEXT_WAIT.search(result) is not None
+        return False
     if isinstance(result, Mapping):
         for key in _STATUS_KEYS:
             value = result.get(key)
