@@ -176,10 +176,23 @@ def _position(head: str) -> str:
     return ""
 
 
+_HEADS: dict[str, Location | None] = {}  # the locations of recent heads (a page is shown again and again)
+_MAX_HEADS = 512
+
+
 def _from_text(text: str) -> Location | None:
-    head = text[:HEAD]
-    if "://" not in head:
+    if text.find("://", 0, HEAD) < 0:
         return None
+    head = text[:HEAD]
+    if head in _HEADS:
+        return _HEADS[head]
+    if len(_HEADS) >= _MAX_HEADS:
+        _HEADS.clear()
+    found = _HEADS[head] = _read_head(head)
+    return found
+
+
+def _read_head(head: str) -> Location | None:
     position = _position(head)
     link = _LINK.search(head) if position and "](" in head else None
     if link is not None:  # a linked page and where on it the view is: "[title](url) ... 8% down"
@@ -233,8 +246,11 @@ def _reads_only(args: Mapping[str, Any]) -> bool:
     return True
 
 
+_TARGET_KEYS = frozenset(_URL_KEYS + _PATH_KEYS)
+
+
 def _from_arguments(args: Mapping[str, Any]) -> Location | None:
-    if len(args) > 8 or not _reads_only(args):
+    if len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or not _reads_only(args):
         return None
     for keys, is_url in ((_URL_KEYS, True), (_PATH_KEYS, False)):
         for key in keys:

@@ -49,7 +49,9 @@ answer digests per location, the first 16 KB of each answer sketched.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
+from itertools import accumulate
 from typing import Any
 
 from .location import Location
@@ -138,24 +140,32 @@ class Sketch:
         return numbers
 
 
-def _deletions(word: bytes) -> list[bytes]:
-    return [word[:i] + word[i + 1:] for i in range(len(word))]
+def _one_edit(a: bytes, b: bytes) -> bool:
+    """Whether two different words differ by one letter added, dropped or changed."""
+    if len(a) > len(b):
+        a, b = b, a
+    if len(b) - len(a) > 1:
+        return False
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return a[i + 1:] == b[i + 1:]
+    return a[i:] == b[i + 1:]
 
 
 class _Place:
-    """What one location showed: its words (by length, with the one-letter-off forms of a
-    length made when a word of it is first looked up), numbers, answer digests, its
-    representative and the request of its last answer."""
+    """What one location showed: its words (joined in one text when a word is first
+    looked up one letter off), numbers, answer digests, its representative and the
+    request of its last answer."""
 
-    __slots__ = ("_numbers", "by_length", "digests", "pending", "representative", "request", "unnumbered",
-                 "variants", "words")
+    __slots__ = ("_joined", "_numbers", "digests", "pending", "representative", "request", "unnumbered", "words")
 
     def __init__(self, representative: int, request: int) -> None:
         self.words: set[bytes] = set()
         self._numbers: set[bytes] = set()
         self.unnumbered: list[Sketch] = []  # answers whose numbers are not merged yet
-        self.by_length: dict[int, set[bytes]] = {}
-        self.variants: dict[int, set[bytes]] = {}  # length -> its words with one letter dropped
+        self._joined: bytes | None = None  # b"\n" + the words joined by b"\n" + b"\n"
         self.digests: set[int] = {representative}
         self.representative = representative
         self.request = request
@@ -163,12 +173,9 @@ class _Place:
 
     def add(self, sk: Sketch) -> None:
         words = self.words
-        if len(words) < _MAX_WORDS:
-            if self.by_length:  # (kept up to date once a look needed it)
-                fresh = sk.words - words
-                if fresh:
-                    self._index(fresh)
+        if len(words) < _MAX_WORDS and not sk.words <= words:
             words |= sk.words
+            self._joined = None
         if len(self.unnumbered) < _MAX_DIGESTS:
             self.unnumbered.append(sk)
 
@@ -181,40 +188,34 @@ class _Place:
             self.unnumbered.clear()
         return self._numbers
 
-    def _index(self, words: set[bytes]) -> None:
-        by_length = self.by_length
-        variants = self.variants
-        for w in words:
-            n = len(w)
-            bucket = by_length.get(n)
-            if bucket is None:
-                bucket = by_length[n] = set()
-            bucket.add(w)
-            made = variants.get(n)
-            if made is not None:
-                made.update(_deletions(w))
-
-    def _variants(self, n: int) -> set[bytes]:
-        made = self.variants.get(n)
-        if made is None:
-            made = self.variants[n] = set()
-            for w in self.by_length.get(n, ()):
-                made.update(_deletions(w))
-        return made
-
     def near(self, word: bytes) -> bool:
         """Whether a word not said here differs from one that was by one letter added,
-        dropped or changed (a mis-transcription)."""
+        dropped or changed (a mis-transcription). A word one letter off another keeps one
+        of its halves: the words sharing a half are found by searching the joined words."""
         n = len(word)
         if n < _FUZZY_MIN:
             return False
-        if not self.by_length:
-            self._index(self.words)
-        if word in self._variants(n + 1):
-            return True  # a letter dropped
-        shorter = self.by_length.get(n - 1, ())
-        same = self._variants(n)
-        return any(v in shorter or v in same for v in _deletions(word))  # a letter added, changed
+        joined = self._joined
+        if joined is None:
+            joined = self._joined = b"\n" + b"\n".join(self.words) + b"\n"
+        for m in (n - 1, n, n + 1):
+            h = m // 2
+            head = b"\n" + word[:h]
+            at = joined.find(head)
+            while at >= 0:
+                end = joined.find(b"\n", at + 1)
+                if end - at - 1 == m and _one_edit(word, joined[at + 1:end]):
+                    return True
+                at = joined.find(head, at + 1)
+            tail = word[n - (m - h):] + b"\n"
+            at = joined.find(tail)
+            while at >= 0:
+                end = at + len(tail) - 1
+                start = joined.rfind(b"\n", 0, at) + 1
+                if end - start == m and _one_edit(word, joined[start:end]):
+                    return True
+                at = joined.find(tail, at + 1)
+        return False
 
 
 class Views:
@@ -275,15 +276,16 @@ def _same(place: _Place, sk: Sketch, poll: bool, fuzzy: bool = True) -> bool:
         return False  # more of it is new than was said here already
     # The lines holding a new word or number, found by searching the text for them.
     text = sk.text
+    body_lines = text.split(b"\n")
+    ends = list(accumulate(len(line) + 1 for line in body_lines))  # where each line ends
     lines: set[int] = set()
     for token in new | new_numbers:
         at = text.find(token)
         while at >= 0:
-            lines.add(text.count(b"\n", 0, at))
+            lines.add(bisect_right(ends, at))
             at = text.find(token, at + len(token))
     if not lines:
         return True
-    body_lines = text.split(b"\n")
     raw_lines = sk.raw.split(b"\n")
     for i in sorted(lines):
         tokens = body_lines[i].split()

@@ -14,12 +14,15 @@ _RECENT = 8  # the plain-text answers an interrupting answer is compared with
 
 
 class _State:
-    __slots__ = ("barren", "recent")
+    __slots__ = ("barren", "held", "recent", "sketches")
 
     def __init__(self) -> None:
         self.barren = 0
-        # the run's last plain-text answers (references), sketched when first compared
-        self.recent: list[str | Sketch] = []
+        self.recent: list[str] = []  # the run's last plain-text answers (references)
+        self.sketches: dict[int, tuple[str, Sketch]] = {}  # id -> (text, its sketch), for recent texts
+        # an answer that ended a streak and may only look new: (the streak it ended, its
+        # texts, the recent answers before it), judged if the next judged step is barren
+        self.held: tuple[int, list[str], list[str]] | None = None
 
 
 class BarrenSignal(Signal):
@@ -59,35 +62,44 @@ class BarrenSignal(Signal):
 
     def reset(self, state: Any) -> Any:
         state.barren = 0
+        state.held = None
         return state
 
     @staticmethod
-    def _remember(state: _State, texts: list[str] | list[Sketch]) -> None:
-        if texts:
-            recent = state.recent
-            recent.extend(texts)
-            if len(recent) > _RECENT:
-                del recent[:-_RECENT]
+    def _remember(state: _State, texts: list[str]) -> None:
+        recent = state.recent
+        recent.extend(texts)
+        if len(recent) > _RECENT:
+            del recent[:-_RECENT]
 
     @staticmethod
-    def _only_looks_new(step: Step, texts: list[str], state: _State, run: Any) -> list[Sketch] | None:
-        """The sketches of the step's answers when its progress is only plain-text answers
-        that repeat the run's recent ones (computed only while a streak runs), else None."""
+    def _may_only_look_new(step: Step, run: Any) -> bool:
+        """Whether a step's progress is only new plain-text answers (no write, no changed
+        state, no plan or goal advance, no JSON record, no view: a view is judged at its
+        location), so that it may only look new."""
         if step.wrote or run.plan_advanced or run.goal_improved or step.world:
-            return None
-        if any(f.result is not None and (type(f.parsed_result) is not str or f.place is not None)
-               and f.error is None for f in step.facts):
-            return None  # (a JSON record is not prose; a view was judged at its location already)
-        recent = state.recent
-        if not recent:
-            return None
-        for i, old in enumerate(recent):
-            if type(old) is str:
-                recent[i] = Sketch(old)
-        sketches = [Sketch(t) for t in texts]
-        if all(only_repeats(sk, recent) for sk in sketches):  # type: ignore[arg-type]
-            return sketches
-        return None
+            return False
+        return not any(f.result is not None and (type(f.parsed_result) is not str or f.place is not None)
+                       and f.error is None for f in step.facts)
+
+    @staticmethod
+    def _only_repeats(state: _State, texts: list[str], before: list[str]) -> bool:
+        """Whether every text says nothing the answers before it did not (sketched now,
+        each once: this is asked only when a streak resumes right after such an answer)."""
+        if not before:
+            return False
+        cache = state.sketches
+        earlier = []
+        for text in before:
+            known = cache.get(id(text))
+            if known is None or known[0] is not text:
+                known = cache[id(text)] = (text, Sketch(text))
+            earlier.append(known[1])
+        if len(cache) > 4 * _RECENT:
+            keep = {id(t) for t in state.recent}
+            for k in [k for k in cache if k not in keep]:
+                del cache[k]
+        return all(only_repeats(Sketch(t), earlier) for t in texts)
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
@@ -103,13 +115,15 @@ class BarrenSignal(Signal):
                 progress = True  # a published state that did not change outranks it
             if not (facts.silent and facts.error is None and not facts.command and not facts.repeat):
                 neutral = False
-        texts = [f.parsed_result for f in step.facts if type(f.parsed_result) is str and f.error is None]
+        if len(step.facts) == 1:
+            only = step.facts[0]
+            texts = [only.parsed_result] if only.error is None and type(only.parsed_result) is str else []
+        else:
+            texts = [f.parsed_result for f in step.facts if f.error is None and type(f.parsed_result) is str]
         if progress:
-            if state.barren and texts:
-                repeated = self._only_looks_new(step, texts, state, run)
-                if repeated is not None:
-                    self._remember(state, repeated)
-                    return None  # neutral: the streak goes on
+            # A streak ended by new plain text: held, and judged only if the streak resumes.
+            state.held = ((state.barren, texts, list(state.recent))
+                          if state.barren and texts and self._may_only_look_new(step, run) else None)
             state.barren = 0
             self._remember(state, texts)
             return None
@@ -117,6 +131,11 @@ class BarrenSignal(Signal):
             return None  # an equal size or truncated preview does not prove nothing new
         if not comparable or neutral:
             return None  # (a new request answered with silence: a note to self, a 204)
+        held = state.held
+        if held is not None:
+            state.held = None
+            if self._only_repeats(state, held[1], held[2]):
+                state.barren = held[0]  # it only looked new: neutral, the streak goes on
         self._remember(state, texts)
         state.barren += 1
         if state.barren < self.config.barren_threshold:

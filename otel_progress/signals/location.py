@@ -42,6 +42,8 @@ class LocationRevisitSignal(Signal):
         return state
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
+        if run.views is None:
+            return None  # no result of the run has shown a location yet
         place = None
         for facts in step.facts:
             if facts.place is not None:
