@@ -100,13 +100,13 @@ class OpaqueText:
         previous answer only in opaque tokens: that answer is then the previous one (its
         text is returned, so the two digests are equal), and every later plain-text answer
         of the tool is digested masked."""
-        last = self._last.get(tool)
-        if len(text) <= _MAX_TEXT:
-            if last is None and len(self._last) >= _MAX_TOOLS:
-                self._last.pop(next(iter(self._last)))
-            self._last[tool] = (request, text)
         if tool in self.learned:
             return mask_opaque(text)
+        table = self._last
+        last = table.get(tool)
+        if last is None and len(table) >= _MAX_TOOLS:
+            table.pop(next(iter(table)))
+        table[tool] = (request, text)
         if last is None or last[0] != request or last[1] == text:
             return None
         previous = last[1]

@@ -322,6 +322,7 @@ class Pipeline:
         ack = False
         incidental = False
         located = None
+        looked = False  # (whether the result's location was looked for already)
         if (type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool
                 and not repeated):
             # A long JSON result of a tool without volatile fields, with no waiting status
@@ -351,6 +352,7 @@ class Pipeline:
                     result_digest = self._text_result(same_as)[0]
             if run is not None and not empty and not call.error:
                 located = location_of(args, parsed, command is not None)
+                looked = True
                 if located is None or not located.view:  # (a view is judged at its location)
                     incidental = self.memory(run).reworded(name, call_digest, parsed)
         elif result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
@@ -359,7 +361,7 @@ class Pipeline:
         # shows nothing new stands for what the location showed (views.py).
         place: int | None = None
         if run is not None and result_digest is not None and not empty and not call.error:
-            if located is None:
+            if not looked:
                 located = location_of(args, parsed, command is not None)
             if located is not None:
                 views = run.views
