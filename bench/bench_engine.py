@@ -68,9 +68,10 @@ Op = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 # -- real calls ---------------------------------------------------------------------------
 
-def real_files(directory: Path = REAL_DIR) -> list[Path]:
+def real_files(directory: Path | None = None) -> list[Path]:
     """The real trace files: ``dev.jsonl.gz`` and ``added/*.jsonl.gz`` (not the
     ``*.steps.jsonl.gz`` plain-step copies); empty when the directory is absent."""
+    directory = REAL_DIR if directory is None else directory
     if not directory.is_dir():
         return []
     files = sorted(directory.glob("*.jsonl.gz")) + sorted((directory / "added").glob("*.jsonl.gz"))
@@ -85,7 +86,7 @@ def iter_traces(files: Sequence[Path]) -> Iterator[tuple[str, list[Any]]]:
         with stream:
             for item in iter_documents(stream, path.name):
                 if isinstance(item, ReadProblem):
-                    raise SystemExit(f"{path}: {item}")
+                    raise ValueError(f"{path}: {item}")
                 _, doc = item
                 spans = list(spans_from_request(doc, source=path.name))
                 if spans:
@@ -343,7 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pairs < 7:
         parser.error("--pairs must be at least 7 (the figures are medians of at least 7 pairs)")
     if args.mode in ("real", "all"):
-        bench_real(args.pairs, args.per_source)
+        try:
+            bench_real(args.pairs, args.per_source)
+        except (OSError, ValueError) as exc:
+            print(f"real calls: cannot read the real runs: {exc}", file=sys.stderr)
+            return 1
     if args.mode in ("synthetic", "all"):
         bench_synthetic(args.pairs, not args.no_memory)
     return 0

@@ -180,9 +180,12 @@ def _stripped(value: Any, volatile: frozenset[str], cache: dict[str, bool], dept
     Anything else raises :class:`_Unusual`: the caller converts the value with
     :func:`_plain` instead (a tuple, a set, another mapping type, bytes, a non-finite
     float, a big int, a non-string key, nesting past ``_MAX_DEPTH``)."""
-    if depth >= _MAX_DEPTH:  # (its items would be past _MAX_DEPTH: _plain makes them "<deep>")
+    if depth > _MAX_DEPTH:  # (_plain makes it "<deep>")
         raise _Unusual
     kind = type(value)
+    if kind is str or kind is bool or value is None or (kind is int and -_INT_MAX < value < _INT_MAX) or (
+            kind is float and math.isfinite(value)):
+        return value
     if kind is dict:
         out: dict[str, Any] | None = None
         for k, v in value.items():
@@ -193,43 +196,20 @@ def _stripped(value: Any, volatile: frozenset[str], cache: dict[str, bool], dept
                 vol = _norm_key(k) in volatile
                 if len(cache) < 8192:
                     cache[k] = vol
-            if vol:
-                if out is None:
-                    out = {}
-                    for k2, v2 in value.items():  # the keys before this one: checked, unchanged
-                        if k2 is k:
-                            break
-                        out[k2] = v2
-                continue
-            kv = type(v)
-            if kv is dict or kv is list:
-                new = _stripped(v, volatile, cache, depth + 1)
-            elif kv is str or kv is bool or v is None or (kv is int and -_INT_MAX < v < _INT_MAX) or (
-                    kv is float and math.isfinite(v)):
-                new = v
-            else:
-                raise _Unusual
-            if out is not None:
-                out[k] = new
-            elif new is not v:
+            new = _DROPPED if vol else _stripped(v, volatile, cache, depth + 1)
+            if out is None and new is not v:
                 out = {}
-                for k2, v2 in value.items():
+                for k2, v2 in value.items():  # the keys before this one: checked, unchanged
                     if k2 is k:
                         break
-                    out[k2] = v2  # (already checked: kept as they are)
+                    out[k2] = v2
+            if out is not None and new is not _DROPPED:
                 out[k] = new
         return value if out is None else out
     if kind is list:
         items: list[Any] | None = None
         for i, v in enumerate(value):
-            kv = type(v)
-            if kv is dict or kv is list:
-                new = _stripped(v, volatile, cache, depth + 1)
-            elif kv is str or kv is bool or v is None or (kv is int and -_INT_MAX < v < _INT_MAX) or (
-                    kv is float and math.isfinite(v)):
-                new = v
-            else:
-                raise _Unusual
+            new = _stripped(v, volatile, cache, depth + 1)
             if items is not None:
                 items.append(new)
             elif new is not v:
@@ -237,6 +217,9 @@ def _stripped(value: Any, volatile: frozenset[str], cache: dict[str, bool], dept
                 items.append(new)
         return value if items is None else items
     raise _Unusual
+
+
+_DROPPED = object()  # (what _stripped makes of a volatile key's value)
 
 
 def _canonical_bytes(parsed: Any, volatile: frozenset[str] | None, cache: dict[str, bool] | None = None) -> bytes:
