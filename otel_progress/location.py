@@ -73,6 +73,7 @@ _STOP = frozenset((
 ))
 _URL_KEYS = ("url", "uri", "href", "address", "current_url", "page_url", "link")
 _PATH_KEYS = ("path", "file", "file_path", "filepath", "filename", "target_file", "absolute_path")
+_TARGET_KEYS = frozenset(_URL_KEYS + _PATH_KEYS)
 _POSITION_KEYS = ("view_range", "line", "lines", "start_line", "end_line", "offset", "limit", "page",
                   "start", "end", "scroll", "scroll_y", "scroll_position", "position")
 
@@ -212,6 +213,8 @@ def _read_head(head: str) -> Location | None:
 
 
 def _from_json(result: Mapping[str, Any]) -> Location | None:
+    if _TARGET_KEYS.isdisjoint(result):
+        return None
     for keys, is_url in ((_URL_KEYS, True), (_PATH_KEYS, False)):
         for key in keys:
             value = result.get(key)
@@ -244,9 +247,6 @@ def _reads_only(args: Mapping[str, Any]) -> bool:
             continue
         return False
     return True
-
-
-_TARGET_KEYS = frozenset(_URL_KEYS + _PATH_KEYS)
 
 
 def _from_arguments(args: Mapping[str, Any]) -> Location | None:

@@ -286,12 +286,14 @@ def _same(place: _Place, sk: Sketch, poll: bool, fuzzy: bool = True) -> bool:
             at = text.find(token, at + len(token))
     if not lines:
         return True
-    raw_lines = sk.raw.split(b"\n")
+    raw = sk.raw
     for i in sorted(lines):
         tokens = body_lines[i].split()
-        if _COLON.search(raw_lines[i]) and len(tokens) <= _HEADING_MAX:
+        end = ends[i] - 1
+        raw_line = raw[end - len(body_lines[i]):end]  # (the text is byte for byte aligned with it)
+        if len(tokens) <= _HEADING_MAX and _COLON.search(raw_line):
             continue  # a layout heading ("Top Bar:", "Here is the text of the page:")
-        for part in (_split_long(body_lines[i], raw_lines[i]) if len(tokens) > _LONG_LINE else (tokens,)):
+        for part in (_split_long(body_lines[i], raw_line) if len(tokens) > _LONG_LINE else (tokens,)):
             distinct = set(part)
             content = set(filter(bytes.isalpha, distinct)) - _IGNORED
             unknown = content & new
