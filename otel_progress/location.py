@@ -212,15 +212,15 @@ def _read_head(head: str) -> Location | None:
     return Location(page, position, True)
 
 
-def _from_json(result: Mapping[str, Any]) -> Location | None:
-    if _TARGET_KEYS.isdisjoint(result):
-        return None
+def _from_fields(values: Mapping[str, Any]) -> Location | None:
+    """The location named by a mapping's ``url``-like (with a scheme) or ``path``-like
+    field, with the position its position fields state (compared byte for byte)."""
     for keys, is_url in ((_URL_KEYS, True), (_PATH_KEYS, False)):
         for key in keys:
-            value = result.get(key)
+            value = values.get(key)
             if isinstance(value, str) and value.strip() and (not is_url or "://" in value):
                 page = normalise_url(value) if is_url else value.strip().rstrip("/")
-                return Location(page, _fields_position(result), False)
+                return Location(page, _fields_position(values), False)
     return None
 
 
@@ -252,13 +252,7 @@ def _reads_only(args: Mapping[str, Any]) -> bool:
 def _from_arguments(args: Mapping[str, Any]) -> Location | None:
     if len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or not _reads_only(args):
         return None
-    for keys, is_url in ((_URL_KEYS, True), (_PATH_KEYS, False)):
-        for key in keys:
-            value = args.get(key)
-            if isinstance(value, str) and value.strip() and (not is_url or "://" in value):
-                page = normalise_url(value) if is_url else value.strip().rstrip("/")
-                return Location(page, _fields_position(args), False)
-    return None
+    return _from_fields(args)
 
 
 def location_of(args: Any, parsed: Any, command: bool = False) -> Location | None:
@@ -268,7 +262,7 @@ def location_of(args: Any, parsed: Any, command: bool = False) -> Location | Non
     if type(parsed) is str:
         found = _from_text(parsed) if parsed and not command else None
     elif isinstance(parsed, Mapping) and len(parsed) <= 64:
-        found = _from_json(parsed)
+        found = None if _TARGET_KEYS.isdisjoint(parsed) else _from_fields(parsed)
     else:
         found = None
     if found is None and isinstance(args, Mapping) and args:

@@ -6,23 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
-from .base import Signal, Step
+from .base import Step
+from .revisit import StateRevisitSignal, revisited
 
 __all__ = ["LocationRevisitSignal"]
 
-_MAX_STATES = 64
 
-
-class _State:
-    __slots__ = ("current", "revisits", "seen")
-
-    def __init__(self) -> None:
-        self.seen: dict[int, None] = {}  # insertion-ordered set of location states
-        self.current: int | None = None
-        self.revisits = 0
-
-
-class LocationRevisitSignal(Signal):
+class LocationRevisitSignal(StateRevisitSignal):
     """Follows the state of the location each step's result shows (``CallFacts.place``:
     the location and what it showed there, see ``views.py``), as the state-revisit signal
     follows a published state. Arriving at a location state seen earlier in the run (the
@@ -34,13 +24,6 @@ class LocationRevisitSignal(Signal):
 
     name = "location"
 
-    def new_state(self) -> _State:
-        return _State()
-
-    def reset(self, state: Any) -> Any:
-        state.revisits = 0
-        return state
-
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if run.views is None:
             return None  # no result of the run has shown a location yet
@@ -48,22 +31,13 @@ class LocationRevisitSignal(Signal):
         for facts in step.facts:
             if facts.place is not None:
                 place = facts.place
-        if place is None or place == state.current:
+        if place is None or not revisited(state, place):
             return None
-        state.current = place
-        seen = state.seen
-        if place not in seen:
-            state.revisits = max(0, state.revisits - 1)
-            if len(seen) >= _MAX_STATES:
-                seen.pop(next(iter(seen)))
-            seen[place] = None
-            return None
-        state.revisits += 1
         if state.revisits < self.config.location_revisit_threshold:
             return None
         return Finding(
             Reason.STATE_REVISIT,
-            {"revisits": state.revisits, "locations": len(seen)},
+            {"revisits": state.revisits, "locations": len(state.seen)},
             f"the run arrived again at places it had already seen, finding nothing new there"
             f" ({state.revisits} times without reaching a new one)",
         )
