@@ -382,14 +382,14 @@ class Pipeline:
                         message or "").strip()):
                     incidental = True
             error = d.text(text)
-        # The turn key: the request and what came back. A failed call has no key: a retry
-        # after a transient error is legitimate; repeated failures are judged by the
-        # error-recurrence and state-signature signals instead.
         # An argument-free request (go_back, next, scroll, undo) answered by a bare
         # acknowledgement ("Navigated back") that names no location moved something each
         # time: never the same step as another, a change of the world (generic.py).
         navigation = (has_args and not args and place is None and not call.error and type(parsed) is str
                       and bare_acknowledgement(parsed))
+        # The turn key: the request and what came back. A failed call has no key: a retry
+        # after a transient error is legitimate; repeated failures are judged by the
+        # error-recurrence and state-signature signals instead.
         key: int | None = None
         if result_digest is not None and not call.error and not navigation:
             key = hash((call_digest, result_digest)) & _MASK

@@ -49,11 +49,12 @@ class BarrenSignal(Signal):
     with no body) is neutral: neither progress nor a barren step.
 
     A streak is not broken by an answer that only looks new (issue 15): a step whose only
-    progress is a plain-text answer saying nothing the run's last eight plain-text
-    answers did not (``views.only_repeats``: a lookup that returns a sentence already
-    read, prefixed; a page transcribed again elsewhere) is neutral while a streak is
-    running. Anything else new (a write, a changed state, a plan or goal advance, a new
-    JSON record, a text with new content) ends it."""
+    progress is plain text saying nothing the run's last eight plain-text answers did not
+    (``views.only_repeats``: a lookup that returns, prefixed, a sentence already read) is
+    neutral, neither progress nor barren. It is judged when the streak resumes right after
+    it (then the row goes on from where it was), so that the judgement costs nothing while
+    a run makes progress. Anything else new (a write, a changed state, a plan or goal
+    advance, a new JSON record, a view, a text with new content) ends the streak."""
 
     name = "barren"
 
