@@ -371,7 +371,7 @@ def error_signature_text(
     return _error_signature_uncached(tool, error_type, text, limit)
 
 
-_MEMO_MESSAGE = 65536  # messages up to this size have their signature text remembered
+_MEMO_MESSAGE = 16384  # messages up to this size have their signature text remembered
 
 
 def _error_signature_uncached(tool: str, error_type: str | None, text: str, limit: int) -> str:
