@@ -34,9 +34,13 @@ from .content import (
     without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
+from .generic import bare_acknowledgement, uninformative_failure
+from .location import location_of
 from .model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
+from .opaque import OpaqueText
 from .signals import CallFacts, Signal, Step
 from .signals.base import holds
+from .views import Views
 
 __all__ = ["Pipeline", "RunState"]
 
@@ -137,6 +141,7 @@ class RunState:
         "late",
         "level",
         "memory",
+        "opaque",
         "pending",
         "pipeline",
         "plan_advanced",
@@ -152,6 +157,7 @@ class RunState:
         "tokens",
         "trace",
         "turn",
+        "views",
         "watermark_ns",
     )
 
@@ -181,6 +187,8 @@ class RunState:
         self.duplicates = 0
         self.attempts = Attempts()
         self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.views: Views | None = None  # what each location showed (made when first needed)
+        self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
         # An epoch ends once the run has both changed the world (a write, a new command
         # that succeeded silently, an acknowledged new request) and admitted a result it
@@ -314,6 +322,8 @@ class Pipeline:
         silent = False
         ack = False
         incidental = False
+        located = None
+        looked = False  # (whether the result's location was looked for already)
         if (type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool
                 and not repeated):
             # A long JSON result of a tool without volatile fields, with no waiting status
@@ -337,42 +347,82 @@ class Pipeline:
             result_digest, empty, silent, acked = text_facts
             parsed = result
             ack = acked and not call.error
+            if run is not None and not call.error:
+                same_as = self._opaque_text(run, name, call_digest, result)
+                if same_as is not None:
+                    result_digest = self._text_result(same_as)[0]
             if run is not None and not empty and not call.error:
-                incidental = self.memory(run).reworded(name, call_digest, parsed)
+                located = location_of(args, parsed, command is not None)
+                looked = True
+                if located is None or not located.view:  # (a view is judged at its location)
+                    incidental = self.memory(run).reworded(name, call_digest, parsed)
         elif result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
             result_digest, parsed, empty, silent, ack, incidental = self._result(call, run, name, call_digest, result)
+        # Where the answer comes from (a page, a file, a position): an answer there that
+        # shows nothing new stands for what the location showed (views.py).
+        place: int | None = None
+        if run is not None and result_digest is not None and not empty and not call.error:
+            if not looked:
+                located = location_of(args, parsed, command is not None)
+            if located is not None:
+                views = run.views
+                if views is None:
+                    views = run.views = Views()
+                result_digest, place = views.observe(located, call_digest, parsed, result_digest)
         error: int | None = None
         if call.error:
             message = call.error_message
             text = error_signature_text(name, call.error_type, message)
-            if not (message or "").strip():
-                # A failure with no message: the request is all that tells it from other
-                # silent failures of the tool (each failing command its own signature).
+            if uninformative_failure(message, call.error_type, name):
+                # A failure whose message says nothing about it (none, "Shell command
+                # failed", "timed out"): the request is all that tells it from other
+                # failures of the tool (each failing command its own signature), and an
+                # answer that only repeats the message is no evidence of anything.
                 text += "|" + str(call_digest)
+                if result_digest is not None and (silent or type(parsed) is not str or parsed.strip() == (
+                        message or "").strip()):
+                    incidental = True
             error = d.text(text)
+        # An argument-free request (go_back, next, scroll, undo) answered by a bare
+        # acknowledgement ("Navigated back") that names no location moved something each
+        # time: never the same step as another, a change of the world (generic.py).
+        navigation = (has_args and not args and place is None and not call.error and type(parsed) is str
+                      and bare_acknowledgement(parsed))
         # The turn key: the request and what came back. A failed call has no key: a retry
         # after a transient error is legitimate; repeated failures are judged by the
         # error-recurrence and state-signature signals instead.
         key: int | None = None
-        if result_digest is not None and not call.error:
+        if result_digest is not None and not call.error and not navigation:
             key = hash((call_digest, result_digest)) & _MASK
         action = None
-        if self._want_action and (has_args or result_digest is not None):
+        if self._want_action and (has_args or result_digest is not None) and not navigation:
             # The normalised action, for the state signature (see _request).
             if action_prefix is None:
                 action_prefix = name.strip().lower().encode("utf-8") + b":"  # raises, as normalising would
             # (no arguments: normalise_action(name, None), folding leaves None as it is)
             action = args_action if has_args else hash(action_prefix + b"null") & _MASK
-        world = False
+        world = navigation
         if not call.error and run is not None:
             if command is not None:
                 world = self.memory(run).new_command(call_digest) and silent
             elif ack:
-                world = not repeated
+                world = world or not repeated
         # (positional, in CallFacts' field order: cheaper than keywords on this path)
-        return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id, command is not None, silent, world, repeated,
-                         waits and not call.error, waits, incidental, partial)
+        facts = CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
+                          call.span_id, command is not None, silent, world, repeated,
+                          waits and not call.error, waits, incidental, partial)
+        if place is not None:
+            facts.place = place
+        return facts
+
+    @staticmethod
+    def _opaque_text(run: RunState, name: str, request: int, text: str) -> str | None:
+        """The text to digest in place of a plain-text answer whose tool was learned to
+        carry opaque tokens in it (opaque.py), or None."""
+        opaque = run.opaque
+        if opaque is None:
+            opaque = run.opaque = OpaqueText()
+        return opaque.text_to_digest(name, request, text)
 
     def _request(self, name: str, arguments: Any, call_prefix: bytes,
                  action_prefix: bytes | None) -> tuple[Any, str | None, int, int | None, bool]:
@@ -427,6 +477,10 @@ class Pipeline:
             opaque = opaque_fields(parsed) if len(parsed) <= _MAX_LEARN_KEYS else None
             if run.memory is not None or opaque:  # (has_opaque(parsed), computed once)
                 result_bytes = self._learned(self.memory(run), name, request, parsed, result_bytes, opaque)
+        elif run is not None and type(parsed) is str and not error:
+            same_as = self._opaque_text(run, name, request, parsed)  # (plain text with opaque tokens)
+            if same_as is not None:
+                result_bytes = d.result(same_as, name)[0]
         empty = is_empty(parsed)
         incidental = False
         if run is not None and not empty and not error and (

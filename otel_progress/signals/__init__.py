@@ -3,8 +3,8 @@
 :func:`build_signals` returns the enabled agent-scope signals in pipeline order, cheap
 checks first: the wait check (it grants exemptions the others honour), the compaction
 boundary's (it exempts the re-read after a compaction), then the window comparisons, the
-error counter, the no-progress counter, state revisits, and last the state signature and
-the published measure.
+error counter, the no-progress counter, state and location revisits, and last the state
+signature and the published measure.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .base import CallFacts, Signal, Step
 from .compaction import CompactionSignal
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
+from .location import LocationRevisitSignal
 from .measure import MeasureSignal
 from .repeat import RepeatCycleSignal, find_period
 from .revisit import StateRevisitSignal
@@ -32,6 +33,7 @@ __all__ = [
     "CompactionSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
+    "LocationRevisitSignal",
     "MeasureSignal",
     "RepeatCycleSignal",
     "RunSignatureSignal",
@@ -52,6 +54,7 @@ _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     ErrorRecurrenceSignal,
     BarrenSignal,
     StateRevisitSignal,
+    LocationRevisitSignal,
     SignatureSignal,
     MeasureSignal,
 )

@@ -53,6 +53,9 @@ class CallFacts:
     # the result is only a size or a truncated preview (evidence level "arguments"): a
     # differing one is new, an equal one proves nothing (never "the same result")
     partial: bool = False
+    # the state of the location the result shows (location and what it showed there,
+    # see views.py); None: the result names no location
+    place: int | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +79,9 @@ class Step:
     # parts other than the actions (None: the step has no signature)
     signature_parts: tuple[str, str, str, str, str] | None = None
     partial: bool = False  # a call of the step has a partial result (CallFacts.partial)
+    # a re-read expected after a compaction (signals/compaction.py): exempt too, and the
+    # location signal does not count it as a revisit
+    recovery: bool = False
 
 
 class Signal(ABC):

@@ -10,7 +10,8 @@ run's steps, and this signal gives the boundary its meaning:
   request and result digest, or the same size where only sizes are known), is a
   *recovery* step, the first time after that compaction: the signals after this one skip
   it (as they skip an exempt wait poll), so it is neither a repeat, nor counted towards
-  frequency, nor a barren step, nor a visit of a state signature. A call that failed, or
+  frequency, nor a barren step, nor a visit of a state signature, nor an arrival at a
+  location already seen. A call that failed, or
   whose content is not known, is never a recovery.
 * **A loop that goes on across a compaction is the same loop.** The boundary resets
   nothing: the other signals keep their windows and counters. And a call the run was
@@ -128,7 +129,7 @@ class CompactionSignal(Signal):
                 or (step.world and run.step_state is None)):
             state.news = True
         elif recovery:
-            step.exempt = True  # read again once after the compaction: not a loop by itself
+            step.exempt = step.recovery = True  # read again once after the compaction: not a loop by itself
         return None
 
     def boundary(self, state: Any, run: RunState, compaction: Compaction) -> Finding | None:
