@@ -2,8 +2,8 @@
 the model call after each compaction ``gen_ai.conversation.compacted = true``; the
 processor (real SDK) reads the boundary from the model span and finds what ``scan`` finds
 in the exported trace. Each rule both ways: the re-read after a compaction is quiet (the
-same spans without the marker are a repeat), a loop going on across a compaction is caught
-at the same step, compactions with only re-reads between them are a
+same spans without the marker are revisits of the same paths), a loop going on across a
+compaction is caught at the same step, compactions with only re-reads between them are a
 ``compaction_livelock``, compactions with new results between them are not."""
 
 from __future__ import annotations
@@ -81,14 +81,14 @@ def _turns(script: Sequence[str]) -> list[tuple[str, int]]:
 def test_the_re_read_after_a_compaction_is_quiet() -> None:
     script = [CHAT, *FOUR, COMPACTED, *FOUR, CHAT, "read:e.py"]
     assert _turns(script) == []
-    assert _turns(_unmarked(script)) == [("repeat_cycle", 8)]
+    assert _turns(_unmarked(script)) == [("state_revisit", 7)]  # the same paths again
 
 
 def test_only_the_first_marked_model_call_is_a_boundary() -> None:
     """An instrumentation that marks every model call after the compaction: one boundary,
     so the second round of re-reads counts."""
     script = [CHAT, *FOUR, COMPACTED, *FOUR, COMPACTED, *FOUR]
-    assert _turns(script) == [("repeat_cycle", 12)]
+    assert _turns(script) == [("state_revisit", 11)]
 
 
 @pytest.mark.parametrize("at", [2, 3])

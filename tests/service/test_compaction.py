@@ -59,7 +59,7 @@ def test_the_re_read_after_a_compaction_is_quiet_in_every_batching() -> None:
     unmarked = [(p, False) for p, _ in reads]
     for batches in (1, 2, 5):
         assert _serve(_trace(reads), batches) == _scan(_trace(reads)) == []
-        assert _serve(_trace(unmarked), batches) == _scan(_trace(unmarked)) == [("repeat_cycle", 8)]
+        assert _serve(_trace(unmarked), batches) == _scan(_trace(unmarked)) == [("state_revisit", 7)]
 
 
 def test_compactions_with_only_re_reads_between_them_are_a_livelock_in_every_batching() -> None:
