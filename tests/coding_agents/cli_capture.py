@@ -318,6 +318,21 @@ class GrpcSink:
             records = self.log_records()
         return records
 
+    def span_events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(span name, event name, event attributes)`` of every span event received."""
+        with self._lock:
+            requests = list(self.traces)
+        out = []
+        for request in requests:
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        for event in span.events:
+                            attributes = {kv.key: kv.value.string_value or kv.value.int_value
+                                          for kv in event.attributes}
+                            out.append((span.name, event.name, attributes))
+        return out
+
     def log_records(self) -> list[tuple[str, dict[str, Any]]]:
         """``(event name, attributes)`` of every log record received, in order."""
         with self._lock:

@@ -251,19 +251,6 @@ def test_serve_logs_service(scenario: str) -> None:
         assert record["progress.detected"] == {"boolValue": True}
 
 
-def _span_events(sink: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(span name, event name, event attributes)`` of the spans ``serve`` forwarded."""
-    out = []
-    for request in list(sink.traces):
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    for event in span.events:
-                        attributes = {kv.key: kv.value.string_value or kv.value.int_value for kv in event.attributes}
-                        out.append((span.name, event.name, attributes))
-    return out
-
-
 def test_the_real_spiral_through_serve(tmp_path: Path) -> None:
     """The real CLI's logs and beta traces over OTLP/gRPC straight to ``otel-progress serve``:
     the livelock arrives as a ``progress.livelock`` record on the third
@@ -274,9 +261,9 @@ def test_the_real_spiral_through_serve(tmp_path: Path) -> None:
         capture("spiral", tmp_path, grpc)
         records = sink.wait(lambda r: any(name == "progress.livelock" for name, _ in r), timeout=20, settle=0.5)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(e[1] == "livelock" for e in _span_events(sink)):
+        while time.monotonic() < deadline and not any(e[1] == "livelock" for e in sink.span_events()):
             time.sleep(0.2)
-        spans = _span_events(sink)
+        spans = sink.span_events()
     logged = [a for name, a in records if name == "progress.livelock"]
     assert [(a["progress.reason"], a["progress.turn"], a["progress.compactions"]) for a in logged] == [
         ("compaction_livelock", 9, 3)]
