@@ -23,7 +23,7 @@ from .pipeline import Exported, Pipeline, write_requests
 from .rows import ROOT, Setup
 
 __all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_tool_span", "node",
-           "run_agent", "scan_detections"]
+           "run_agent", "scan_detections", "scan_json"]
 
 #: Environment of every agent run (a set-up's ``env`` on top): OTLP export to the pipeline,
 #: and no way off the machine (:data:`tests._matrix.runs.OFFLINE_ENV`).
@@ -139,22 +139,21 @@ def run_agent(setup: Setup, scenario: str, env_dir: Path, pipeline: Pipeline, du
     return run
 
 
+def scan_json(path: Path) -> tuple[int, list[dict[str, Any]], str]:
+    """``otel-progress scan --format json`` of an OTLP/JSON file (this checkout's code): its
+    exit status, its detections and its stderr."""
+    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--format", "json", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], proc.stderr
+
+
 def scan_detections(run: Run, workdir: Path) -> tuple[set[tuple[str, str]], str]:
     """``otel-progress scan`` of the requests the agent sent (as the Collector's file
     exporter wrote them): ``(span id, reason)`` of its detections on the run's tool spans,
     and its stderr."""
-    path = write_requests(workdir / f"{run.service}.jsonl", run.exported.raw_requests)
-    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--format", "json", str(path)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"scan exited {proc.returncode}: {proc.stderr[-2000:]}")
+    code, detections, stderr = scan_json(write_requests(workdir / f"{run.service}.jsonl", run.exported.raw_requests))
+    if code not in (0, 1):
+        raise RuntimeError(f"scan exited {code}: {stderr[-2000:]}")
     tools = {s.span_id for s in run.exported.raw if is_tool_span(s)}
-    found = set()
-    for line in proc.stdout.splitlines():
-        if line.strip():
-            det = json.loads(line)
-            if det.get("span_id") in tools:
-                found.add((det["span_id"], str(det["reason"])))
-    return found, proc.stderr
-
+    return {(d["span_id"], str(d["reason"])) for d in detections if d.get("span_id") in tools}, stderr
