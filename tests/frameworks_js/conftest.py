@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests._matrix.testing import built_or_fail
 from tests.collector.conftest import in_ci, otelcol_binary  # noqa: F401 - fixture re-exported
 
-from .envs import InstallError, install
+from .envs import install
 from .pipeline import Pipeline, PipelineError
 from .rows import Setup
 
@@ -41,9 +42,4 @@ def env(setup: Setup) -> Path:
     machine without Node.js, skips it (never under CI=true)."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         _unavailable("the JavaScript matrix needs Node.js and npm on PATH")
-    try:
-        return install(setup.directory)
-    except InstallError as exc:
-        if exc.network and not in_ci():
-            pytest.skip(f"{setup.id}: npm registry unreachable: {exc}")
-        pytest.fail(str(exc), pytrace=False)
+    return built_or_fail(lambda: install(setup.directory), f"{setup.id}: npm registry unreachable")

@@ -22,6 +22,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests._matrix.cli import harness_main
+
 from .envs import CACHE_DIR, InstallError, app_dir, env_path, install, prebuild
 from .pipeline import Exported, Pipeline, PipelineError
 from .rows import (
@@ -53,38 +55,13 @@ def _collector() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.frameworks_js.harness", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("framework", help="a directory under setups/; 'works-with' prints the README table; "
-                                          "'prebuild' installs every framework's packages")
-    parser.add_argument("setup", nargs="?", help="set-up name (default: list them)")
-    parser.add_argument("scenario", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
-    parser.add_argument("--dump", type=Path, help="write each run's output and sent spans into this directory")
-    parser.add_argument("--attrs", action="store_true", help="also print every attribute of the tool spans")
-    args = parser.parse_args(argv)
-    if args.framework == "works-with":
-        print(works_with_table(discover()))
-        return 0
-    if args.framework == "prebuild":
-        return prebuild()
-    setups = [s for s in discover() if s.framework == args.framework]
-    if not args.setup:
-        for s in setups:
-            print(s.name, "-", s.instrumentation, "" if s.works else f"(cannot: {s.reason})")
-        return 0
-    (setup,) = [s for s in setups if s.name == args.setup] or [None]
-    if setup is None:
-        parser.error(f"no set-up {args.setup!r} in {args.framework}")
-    bad = [s for s in args.scenario if s not in SCENARIOS]
-    if bad:
-        parser.error(f"unknown scenario {bad[0]!r}; choose from {', '.join(SCENARIOS)}")
+def _run(setup: Setup, scenarios: Sequence[str], args: argparse.Namespace) -> None:
     env = install(setup.directory)
     with tempfile.TemporaryDirectory(prefix="js-matrix-") as tmp:
         pipeline = Pipeline(_collector(), Path(tmp))
         pipeline.start()
         try:
-            for scenario in args.scenario or SCENARIOS:
+            for scenario in scenarios:
                 run = run_agent(setup, scenario, env, pipeline, args.dump)
                 print(run.summary())
                 if args.attrs:
@@ -96,7 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(run.stderr[-3000:])
         finally:
             pipeline.stop()
-    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return harness_main(
+        argv, prog="python -m tests.frameworks_js.harness", doc=__doc__,
+        prebuild_help="'prebuild' installs every framework's packages",
+        dump_help="write each run's output and sent spans into this directory",
+        discover=discover, table=works_with_table, run=_run, prebuild=lambda _: prebuild())
 
 
 if __name__ == "__main__":

@@ -7,11 +7,24 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.frameworks.rows import SCENARIOS
+from tests._matrix.rows import (
+    SCENARIOS,
+    MatrixSetup,
+    SetupError,
+    discover_setups,
+    one_line,
+    read_setup,
+    works_with_header,
+)
+from tests._matrix.rows import works_with_row as _row
+
+__all__ = ["LOCKFILE", "PACKAGE", "ROOT", "RUN_TIMEOUT_S", "SCENARIOS", "SETUPS_DIR", "WORKS_WITH_HEADER", "Setup",
+           "SetupError", "check_package", "discover", "locked_version", "table_pins", "works_with_row",
+           "works_with_table"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUPS_DIR = Path(__file__).resolve().parent / "setups"
@@ -21,67 +34,16 @@ LOCKFILE = "package-lock.json"
 
 
 @dataclass(frozen=True)
-class Setup:
+class Setup(MatrixSetup):
     """One row of the JavaScript matrix: a framework with one instrumentation and its settings."""
 
-    framework: str
-    name: str
-    instrumentation: str
-    title: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    args: tuple[str, ...] = ()
-    works: bool = True
-    reason: str = ""
-    xfail: dict[str, str] = field(default_factory=dict)
-    min_tool_spans: int = 3
     timeout: float = RUN_TIMEOUT_S
-    notes: str = ""
-    settings: str = ""  # what the user writes to get these spans, for the README table
     root: Path = SETUPS_DIR
-
-    @property
-    def id(self) -> str:
-        return f"{self.framework}/{self.name}"
-
-    @property
-    def directory(self) -> Path:
-        return self.root / self.framework
+    settings: str = ""  # what the user writes to get these spans, for the README table
 
 
-class SetupError(ValueError):
-    """A setups.toml or package.json that does not follow the format."""
-
-
-_KEYS = {"name", "instrumentation", "env", "args", "status", "reason", "xfail", "min_tool_spans", "timeout",
-         "notes", "settings"}
-
-
-def _setup_from(framework: str, raw: dict[str, Any], where: Path, title: str) -> Setup:
-    unknown = set(raw) - _KEYS
-    if unknown:
-        raise SetupError(f"{where}: unknown keys {sorted(unknown)} in set-up {raw.get('name')!r}")
-    for key in ("name", "instrumentation"):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise SetupError(f"{where}: every set-up needs a {key!r} string")
-    status = raw.get("status", "works")
-    if status not in ("works", "cannot"):
-        raise SetupError(f"{where}: {raw['name']}: status must be 'works' or 'cannot', not {status!r}")
-    reason = str(raw.get("reason", ""))
-    if status == "cannot" and not reason:
-        raise SetupError(f"{where}: {raw['name']}: status 'cannot' needs a reason")
-    xfail = raw.get("xfail", {})
-    if isinstance(xfail, str):
-        xfail = dict.fromkeys(SCENARIOS, xfail)
-    if not isinstance(xfail, dict) or not set(xfail) <= set(SCENARIOS):
-        raise SetupError(f"{where}: {raw['name']}: xfail is a string or a table keyed by {SCENARIOS}")
-    return Setup(
-        framework=framework, name=raw["name"], instrumentation=raw["instrumentation"], title=title or framework,
-        env={str(k): str(v) for k, v in dict(raw.get("env", {})).items()},
-        args=tuple(str(a) for a in raw.get("args", ())), works=status == "works", reason=reason,
-        xfail={str(k): str(v) for k, v in xfail.items()}, min_tool_spans=int(raw.get("min_tool_spans", 3)),
-        timeout=float(raw.get("timeout", RUN_TIMEOUT_S)), notes=str(raw.get("notes", "")),
-        settings=str(raw.get("settings", "")), root=where.parent.parent,
-    )
+def _setup_from(raw: dict[str, Any], where: Path, title: str) -> Setup:
+    return read_setup(Setup, raw, where, title, timeout=RUN_TIMEOUT_S, extras={"settings": ""})
 
 
 def check_package(directory: Path) -> dict[str, str]:
@@ -113,25 +75,7 @@ def _exact(version: str) -> bool:
 
 def discover(root: Path = SETUPS_DIR) -> list[Setup]:
     """Every set-up of every framework directory under ``root``, in name order."""
-    out: list[Setup] = []
-    for path in sorted(root.glob("*/setups.toml")):
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-        rows = data.get("setup", [])
-        if not rows:
-            raise SetupError(f"{path}: no [[setup]] tables")
-        if not (path.parent / "agent.mjs").is_file():
-            raise SetupError(f"{path.parent}: no agent.mjs")
-        unknown = set(data) - {"setup", "title", "pins"}
-        if unknown:
-            raise SetupError(f"{path}: unknown top-level keys {sorted(unknown)}")
-        check_package(path.parent)
-        out += [_setup_from(path.parent.name, row, path, str(data.get("title", ""))) for row in rows]
-    names = [s.id for s in out]
-    dupes = {n for n in names if names.count(n) > 1}
-    if dupes:
-        raise SetupError(f"duplicate set-up names: {sorted(dupes)}")
-    return out
+    return discover_setups(root, "agent.mjs", _setup_from, top_level=("setup", "title", "pins"), check=check_package)
 
 
 def table_pins(setup: Setup) -> list[str]:
@@ -148,12 +92,7 @@ def table_pins(setup: Setup) -> list[str]:
     return [f"{n} {deps[n]}" for n in named]
 
 
-WORKS_WITH_HEADER = ("| Framework | Instrumentation | Versions tested | OTel JS SDK (sdk-trace-base) | Settings "
-                     "| Result |\n| --- | --- | --- | --- | --- | --- |")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+WORKS_WITH_HEADER = works_with_header("OTel JS SDK (sdk-trace-base)")
 
 
 def locked_version(directory: Path, package: str) -> str | None:
@@ -169,15 +108,8 @@ def locked_version(directory: Path, package: str) -> str | None:
 def works_with_row(setup: Setup) -> str:
     """The set-up's row of the README's JavaScript "Works with" table."""
     sdk = locked_version(setup.directory, "@opentelemetry/sdk-trace-base") or "?"
-    settings = _one_line(setup.settings) if setup.settings else "—"
-    if not setup.works:
-        result = f"cannot work: {_one_line(setup.reason)}"
-    elif setup.xfail:
-        result = "known defect, fix pending: " + _one_line("; ".join(sorted(set(setup.xfail.values()))))
-    else:
-        result = "loop and empty search caught, healthy run left alone"
-    return (f"| {setup.title} | {_one_line(setup.instrumentation)} | {', '.join(table_pins(setup))} | {sdk} | "
-            f"{settings} | {result} |")
+    settings = one_line(setup.settings) if setup.settings else "—"
+    return _row(setup, ", ".join(table_pins(setup)), sdk, settings)
 
 
 def works_with_table(setups: Iterable[Setup]) -> str:

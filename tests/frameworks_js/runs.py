@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from otel_progress.spans import SpanRecord
+from tests._matrix.runs import DETECTION_EVENTS, OFFLINE_ENV, dump_output, environ_without, run_captured
 
 from .envs import app_dir
 from .pipeline import Exported, Pipeline, write_requests
 from .rows import ROOT, Setup
 
-DETECTION_EVENTS = ("no_progress", "livelock")
+__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_tool_span", "node",
+           "run_agent", "scan_detections", "scan_json"]
 
-#: Environment of every agent run (a set-up's ``env`` on top). The proxy variables point
-#: every HTTP client that honours them at a closed local port, so a model call that escaped
-#: the script fails at once instead of leaving the machine.
+#: Environment of every agent run (a set-up's ``env`` on top): OTLP export to the pipeline,
+#: and no way off the machine (:data:`tests._matrix.runs.OFFLINE_ENV`).
 BASE_ENV = {
     "OTEL_TRACES_EXPORTER": "otlp",
     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -36,13 +37,7 @@ BASE_ENV = {
     # same millisecond, and how such ties fall across a batch boundary decides which step a
     # call is counted in (FINDINGS.md); one batch makes serve's and scan's input the same.
     "OTEL_BSP_SCHEDULE_DELAY": "30000",
-    "HTTP_PROXY": "http://127.0.0.1:9",
-    "HTTPS_PROXY": "http://127.0.0.1:9",
-    "http_proxy": "http://127.0.0.1:9",
-    "https_proxy": "http://127.0.0.1:9",
-    "NO_PROXY": "127.0.0.1,localhost",
-    "no_proxy": "127.0.0.1,localhost",
-    "DO_NOT_TRACK": "1",
+    **OFFLINE_ENV,
     "TRACELOOP_TELEMETRY": "false",
     "MASTRA_TELEMETRY_DISABLED": "1",
     "OPENAI_AGENTS_DISABLE_TRACING": "0",
@@ -112,8 +107,7 @@ def detection_events(span: SpanRecord) -> list[dict[str, Any]]:
 
 
 def agent_env(setup: Setup, pipeline: Pipeline, service: str, environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in (os.environ if environ is None else environ).items()
-           if not k.startswith(_DROPPED_ENV_PREFIXES)}
+    env = environ_without(_DROPPED_ENV_PREFIXES, environ)
     env.update(BASE_ENV)
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = pipeline.otlp_http
     env["MATRIX_OTLP_GRPC_ENDPOINT"] = pipeline.otlp_grpc
@@ -136,42 +130,30 @@ def run_agent(setup: Setup, scenario: str, env_dir: Path, pipeline: Pipeline, du
     cwd = app_dir(env_dir, setup.framework)
     cmd = [node(), "agent.mjs", scenario, *setup.args]
     start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=agent_env(setup, pipeline, service), capture_output=True, text=True,
-                              timeout=setup.timeout, check=False, stdin=subprocess.DEVNULL)
-        code, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code = -1
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
-        err += f"\n[harness] timed out after {setup.timeout} s"
+    code, out, err = run_captured(cmd, cwd=cwd, env=agent_env(setup, pipeline, service), timeout=setup.timeout)
     exported = pipeline.collect(service, timeout=30.0 if code == 0 else 3.0)
     run = Run(setup, scenario, service, code, out, err, exported, time.monotonic() - start)
-    if dump is not None:
-        dump.mkdir(parents=True, exist_ok=True)
-        base = dump / f"{setup.framework}-{setup.name}-{scenario}"
-        base.with_suffix(".out").write_text(out)
-        base.with_suffix(".err").write_text(err)
+    base = dump_output(dump, setup, scenario, out, err)
+    if base is not None:
         write_requests(base.with_suffix(".raw.jsonl"), exported.raw_requests)
     return run
+
+
+def scan_json(path: Path) -> tuple[int, list[dict[str, Any]], str]:
+    """``otel-progress scan --format json`` of an OTLP/JSON file (this checkout's code): its
+    exit status, its detections and its stderr."""
+    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--format", "json", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], proc.stderr
 
 
 def scan_detections(run: Run, workdir: Path) -> tuple[set[tuple[str, str]], str]:
     """``otel-progress scan`` of the requests the agent sent (as the Collector's file
     exporter wrote them): ``(span id, reason)`` of its detections on the run's tool spans,
     and its stderr."""
-    path = write_requests(workdir / f"{run.service}.jsonl", run.exported.raw_requests)
-    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--format", "json", str(path)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"scan exited {proc.returncode}: {proc.stderr[-2000:]}")
+    code, detections, stderr = scan_json(write_requests(workdir / f"{run.service}.jsonl", run.exported.raw_requests))
+    if code not in (0, 1):
+        raise RuntimeError(f"scan exited {code}: {stderr[-2000:]}")
     tools = {s.span_id for s in run.exported.raw if is_tool_span(s)}
-    found = set()
-    for line in proc.stdout.splitlines():
-        if line.strip():
-            det = json.loads(line)
-            if det.get("span_id") in tools:
-                found.add((det["span_id"], str(det["reason"])))
-    return found, proc.stderr
-
+    return {(d["span_id"], str(d["reason"])) for d in detections if d.get("span_id") in tools}, stderr

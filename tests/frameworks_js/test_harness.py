@@ -4,32 +4,20 @@ key, the shared script against the Python matrix's, and how spans are told to be
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from otel_progress.spans import SpanRecord
+from tests._matrix.rows import load_script
 
 from . import envs
-from .rows import SETUPS_DIR, SetupError, discover
+from .rows import SETUPS_DIR, SetupError, discover, table_pins
 from .runs import is_tool_span
-
-
-def _python_script() -> ModuleType:
-    """The Python matrix's script (standard library only), loaded from its file."""
-    path = Path(__file__).resolve().parents[1] / "frameworks" / "setups" / "_common" / "scripted.py"
-    spec = importlib.util.spec_from_file_location("matrix_scripted", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 _PACKAGE = {"name": "demo", "private": True, "dependencies": {"ai": "7.0.1", "zod": "4.6.7"}}
 
@@ -45,23 +33,17 @@ def _framework(root: Path, toml: str, package: dict | None = None, lock: bool = 
     return d
 
 
-def test_setups_are_read_with_defaults(tmp_path: Path) -> None:
+def test_the_js_keys_of_a_setup(tmp_path: Path) -> None:
+    # the rest of the setups.toml format is both matrices': tests/_matrix/test_rows.py
     _framework(tmp_path, """
-        title = "Demo"
+        pins = ["ai"]
         [[setup]]
         name = "a"
         instrumentation = "A"
-        args = ["--x", "1"]
-        xfail = { loop = "defect 1" }
-        [[setup]]
-        name = "b"
-        instrumentation = "B"
-        status = "cannot"
-        reason = "no content"
+        settings = "experimental_telemetry"
     """)
-    a, b = discover(tmp_path)
-    assert (a.id, a.title, a.args, a.works, a.xfail) == ("demo/a", "Demo", ("--x", "1"), True, {"loop": "defect 1"})
-    assert (b.works, b.reason, b.min_tool_spans) == (False, "no content", 3)
+    (a,) = discover(tmp_path)
+    assert (a.settings, a.timeout, table_pins(a)) == ("experimental_telemetry", 180.0, ["ai 7.0.1"])
 
 
 @pytest.mark.parametrize(("package", "lock", "message"), [
@@ -73,17 +55,6 @@ def test_setups_are_read_with_defaults(tmp_path: Path) -> None:
 def test_loose_pins_and_missing_lockfiles_are_rejected(tmp_path: Path, package: dict | None, lock: bool,
                                                        message: str) -> None:
     _framework(tmp_path, '[[setup]]\nname = "a"\ninstrumentation = "A"\n', package, lock)
-    with pytest.raises(SetupError, match=message):
-        discover(tmp_path)
-
-
-@pytest.mark.parametrize(("toml", "message"), [
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\ncolour = "red"\n', "unknown keys"),
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "cannot"\n', "needs a reason"),
-    ('title = "T"\n', r"no \[\[setup\]\]"),
-])
-def test_malformed_setups_are_rejected(tmp_path: Path, toml: str, message: str) -> None:
-    _framework(tmp_path, toml)
     with pytest.raises(SetupError, match=message):
         discover(tmp_path)
 
@@ -108,7 +79,7 @@ def test_the_js_script_is_the_python_matrix_script() -> None:
     out = subprocess.run([node, "-e", code], cwd=SETUPS_DIR / "_common", capture_output=True, text=True, timeout=60,
                          check=True).stdout
     js = json.loads(out)
-    scripted = _python_script()
+    scripted = load_script()
     for scenario in scripted.SCENARIOS:
         steps = [[name, args] for name, args in scripted.script(scenario)]
         assert js[scenario]["script"] == steps

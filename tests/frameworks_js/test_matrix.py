@@ -15,22 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from tests._matrix.testing import setup_params
+
 from .pipeline import Pipeline
-from .rows import SCENARIOS, Setup, discover
+from .rows import Setup, discover
 from .runs import Run, is_tool_span, run_agent, scan_detections
 
 SETUPS = discover()
-
-
-def _params() -> list[object]:
-    out = []
-    for setup in SETUPS:
-        for scenario in SCENARIOS:
-            marks = []
-            if setup.works and scenario in setup.xfail:
-                marks.append(pytest.mark.xfail(reason=setup.xfail[scenario], strict=True))
-            out.append(pytest.param(setup, scenario, id=f"{setup.id}/{scenario}", marks=marks))
-    return out
 
 
 def _explain(run: Run, pipeline: Pipeline) -> str:
@@ -46,7 +37,7 @@ def _start_ties(run: Run) -> int:
 
 
 @pytest.mark.timeout(1800)  # the first test may wait for the Collector build and an npm install
-@pytest.mark.parametrize(("setup", "scenario"), _params())
+@pytest.mark.parametrize(("setup", "scenario"), setup_params(SETUPS))
 def test_setup(setup: Setup, scenario: str, env: Path, pipeline: Pipeline, tmp_path: Path) -> None:
     run = run_agent(setup, scenario, env, pipeline)
     assert run.returncode == 0, f"agent.mjs exited {run.returncode}" + _explain(run, pipeline)

@@ -8,16 +8,13 @@ same spans, sent once through the real Collector to serve, and scanned."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from .pipeline import Pipeline, requests_of, spans_of
-from .rows import ROOT
-from .runs import detection_events, is_tool_span
+from .runs import detection_events, is_tool_span, scan_json
 
 DATA = Path(__file__).with_name("data") / "ai-sdk-5-loop-start-ties.jsonl"
 
@@ -29,10 +26,9 @@ def _service() -> str:
 
 
 def _scan() -> set[tuple[str, str]]:
-    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "scan", "--format", "json", str(DATA)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
-    assert proc.returncode == 1, proc.stderr
-    return {(d["span_id"], d["reason"]) for d in map(json.loads, proc.stdout.splitlines())}
+    code, detections, stderr = scan_json(DATA)
+    assert code == 1, stderr
+    return {(d["span_id"], d["reason"]) for d in detections}
 
 
 def test_the_recording_has_start_ties_and_scan_catches_the_loop() -> None:
