@@ -232,6 +232,8 @@ class ProgressEngine:
         With ``flush=True`` everything buffered for the run is released (the caller
         knows no other call of the run is in flight).
         """
+        if not call.executed:
+            return []  # a call that never ran (denied, awaiting approval): not a step
         try:
             with self._lock:
                 self.stats.calls += 1
@@ -449,6 +451,11 @@ class ProgressEngine:
             return None
         trace.detections += 1
         trace.run_signature_state = signal.new_state()
+        if parent is not None and parent.first_detection_turn is None:
+            # the invoking run was told: what it spends from here on is wasted, as after
+            # a detection of its own
+            parent.first_detection_turn = turn
+            parent.first_detection_tokens = parent.tokens
         if trace.level >= Level.PARK:
             return None
         trace.level += 1

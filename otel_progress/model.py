@@ -102,6 +102,9 @@ class ToolCall:
     results are never inferred from it, a differing one still counts as new) or
     ``"names"`` (arguments and result are ignored: only error recurrence applies).
     ``result_truncated`` marks a result that is a truncated preview at any level.
+    ``executed`` is ``False`` for a call that never ran (denied or still awaiting approval
+    before execution, ``gen_ai.tool.call.decision``): the engine ignores it, so it is
+    neither a repeat nor a failure of the tool.
     """
 
     name: str
@@ -129,6 +132,7 @@ class ToolCall:
     tokens: int = 0
     evidence_level: str = "full"
     result_truncated: bool = False
+    executed: bool = True
 
     @property
     def captured(self) -> bool:

@@ -385,11 +385,14 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
               f" in {traces} traces, {result.spans} spans{logs}\n")
     if runs:
-        out.write(f"{'TRACE':<32}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
+        # RUN: the agent invocation's span id (runs of one trace differ there); '-' for a
+        # coding agent's run, whose run key is in TRACE
+        out.write(f"{'TRACE':<32}  {'RUN':<16}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
                   f"{'FIRST':>5}  {'WASTED TURNS':>12}  {'WASTED TOKENS':>13}\n")
-        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id)):
+        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id, r.run_id)):
             first = "-" if r.first_detection_turn is None else str(r.first_detection_turn)
-            out.write(f"{r.trace_id:<32}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
+            run = "-" if r.run_id == r.trace_id or not r.run_id else r.run_id[:16]
+            out.write(f"{r.trace_id:<32}  {run:<16}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
                       f"{len(r.detections):>6}  {first:>5}  {r.wasted_turns:>12}  {r.wasted_tokens:>13}\n")
 
 

@@ -141,6 +141,7 @@ def read_tool_call(
         obligations=_ids(a.get("progress.obligations")),
         blocked_on=_str(a.get("progress.blocked_on")),
         result_truncated=content.truncated,
+        executed=content.executed,
     )
 
 

@@ -18,20 +18,23 @@ span (and the answer is what the others say), so nothing reaches the application
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from .ai_sdk import AISDKConvention
 from .base import SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .gemini_cli import GeminiCliConvention
-from .genai import GenAIConvention
+from .genai import GenAIConvention, is_compacted, is_nested, ran, tool_decision
 from .google_adk import GoogleADKConvention
 from .grouping import GROUP_PREFIX, group_key, is_group_key, own_trace
 from .llamaindex import LlamaIndexConvention
 from .mcp import MCPConvention
 from .openinference import OpenInferenceConvention
 from .openllmetry import OpenLLMetryConvention
+from .openllmetry_js import OpenLLMetryJSConvention
 from .pydantic_ai import PydanticAIConvention
 from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
@@ -50,12 +53,15 @@ __all__ = [
     "classify",
     "group_key",
     "is_candidate",
+    "is_compacted",
     "is_group_key",
+    "is_nested",
     "own_trace",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
     "reduce_result",
+    "tool_decision",
 ]
 
 #: The conventions, in the order they are asked.
@@ -64,8 +70,10 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     StrandsConvention(),
     GoogleADKConvention(),
     LlamaIndexConvention(),
+    OpenLLMetryJSConvention(),
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
+    AISDKConvention(),
     MCPConvention(),
     ClaudeCodeConvention(),
     GeminiCliConvention(),
@@ -130,9 +138,12 @@ def classify(span: SpanRecord) -> SpanKind:
 
 def read_tool(span: SpanRecord) -> ToolContent:
     """The tool name, arguments and result of a tool span, each from the first convention
-    that found it, with envelopes taken off; fields no convention found are ``None``."""
+    that found it, with envelopes taken off; fields no convention found are ``None``.
+    ``executed`` is ``False`` when a convention says the call never ran, or a
+    ``gen_ai.tool.call.decision`` denied it (or awaits approval and there is no result)."""
     name = arguments = result = error_type = error_message = None
     truncated = False
+    executed = True
     for convention in _TOOL_READERS:
         try:
             content = convention.read_tool(span)
@@ -149,6 +160,7 @@ def read_tool(span: SpanRecord) -> ToolContent:
             truncated = truncated or (result is not None and content.truncated)
         if error_type is None and content.error_type:
             error_type, error_message = content.error_type, content.error_message
+        executed = executed and content.executed
         if name is not None and arguments is not None and result is not None:
             break
     try:
@@ -158,7 +170,9 @@ def read_tool(span: SpanRecord) -> ToolContent:
             result = reduce_result(result)
     except Exception:  # pragma: no cover - the reducers are total; keep the values as read
         pass
-    return ToolContent(name, arguments, result, error_type, error_message, truncated)
+    with contextlib.suppress(Exception):  # (ran is total)
+        executed = executed and ran(span, result)
+    return ToolContent(name, arguments, result, error_type, error_message, truncated, executed)
 
 
 def read_tokens(span: SpanRecord) -> int:

@@ -47,6 +47,8 @@ class ToolContent(NamedTuple):
     error_message: str | None = None
     #: the result was cut by the producer: a truncated preview, never proof of an equal result
     truncated: bool = False
+    #: ``False``: the call never ran (denied or awaiting approval before execution)
+    executed: bool = True
 
 
 class SpanConvention:

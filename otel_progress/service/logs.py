@@ -35,7 +35,6 @@ re-placed.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -55,10 +54,9 @@ from ..model import Detection
 from .forwarder import UnaryExporter
 from .metrics import ServiceMetrics
 from .otlp import SlimLogsRequest, key_values
-from .tap import send_with_backoff
 
 __all__ = [
-    "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "LogsTap", "annotate_record",
+    "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "annotate_record",
     "detection_record",
 ]
 
@@ -312,65 +310,3 @@ class LogsForwarder(UnaryExporter):
         super().__init__(endpoint, LOGS_EXPORT_METHOD, ExportLogsServiceResponse, timeout=timeout,
                          compression=compression, insecure=insecure, ca_file=ca_file, headers=headers,
                          max_message_mib=max_message_mib)
-
-
-class LogsTap:
-    """Tap mode for logs: sends the detection records from a background thread, retrying a
-    retryable failure with backoff for up to ``max_elapsed`` seconds (as the span tap
-    does); a full queue or a permanent failure drops them (``progress.service.tap.dropped``)."""
-
-    def __init__(self, forwarder: LogsForwarder, metrics: ServiceMetrics, *, max_queue: int = 1000,
-                 max_elapsed: float = 60.0) -> None:
-        self.forwarder = forwarder
-        self.metrics = metrics
-        self.max_elapsed = max_elapsed
-        self._queue: queue.Queue[tuple[bytes, int]] = queue.Queue(max_queue)
-        self._stop = threading.Event()
-        self._busy = 0
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="otel-progress-logs-tap", daemon=True)
-        self._thread.start()
-
-    def submit(self, request: Any, count: int) -> bool:
-        """Queue one findings request of ``count`` detection records."""
-        try:
-            with self._lock:
-                self._busy += 1
-            self._queue.put_nowait((request.SerializeToString(), count))
-            return True
-        except queue.Full:
-            with self._lock:
-                self._busy -= 1
-            self.metrics.add("progress.service.tap.dropped", count)
-            return False
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything queued was sent or given up; True if it was."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._busy:
-                    return True
-            time.sleep(0.02)
-        return False
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        self.flush(timeout)
-        self._stop.set()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                raw, count = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            try:
-                self._send(raw, count)
-            finally:
-                with self._lock:
-                    self._busy -= 1
-
-    def _send(self, raw: bytes, count: int) -> None:
-        send_with_backoff(lambda: self.forwarder.forward(raw), count, "detection record(s)", self.metrics,
-                          self.max_elapsed, self._stop)

@@ -2,8 +2,8 @@
 
 :func:`build_signals` returns the enabled agent-scope signals in pipeline order, cheap
 checks first: the wait check (it grants exemptions the others honour), then the window
-comparisons, the error counter, the no-progress counter, state revisits, and last the
-state signature and the published measure.
+comparisons, the error counter, the no-progress counter, state and location revisits,
+and last the state signature and the published measure.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .barren import BarrenSignal
 from .base import CallFacts, Signal, Step
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
+from .location import LocationRevisitSignal
 from .measure import MeasureSignal
 from .repeat import RepeatCycleSignal, find_period
 from .revisit import StateRevisitSignal
@@ -29,6 +30,7 @@ __all__ = [
     "CallFacts",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
+    "LocationRevisitSignal",
     "MeasureSignal",
     "RepeatCycleSignal",
     "RunSignatureSignal",
@@ -48,6 +50,7 @@ _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     ErrorRecurrenceSignal,
     BarrenSignal,
     StateRevisitSignal,
+    LocationRevisitSignal,
     SignatureSignal,
     MeasureSignal,
 )

@@ -53,6 +53,9 @@ class CallFacts:
     # the result is only a size or a truncated preview (evidence level "arguments"): a
     # differing one is new, an equal one proves nothing (never "the same result")
     partial: bool = False
+    # the state of the location the result shows (location and what it showed there,
+    # see views.py); None: the result names no location
+    place: int | None = None
 
 
 @dataclass(slots=True)

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from concurrent import futures
+from pathlib import Path
 
 import grpc
 import pytest
@@ -21,19 +29,25 @@ from otel_progress import Config, ProgressEngine
 from otel_progress.service.annotate import MAX_VALUE_CHARS
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.metrics import ServiceMetrics
+from otel_progress.service.options import ServiceConfig, ServiceConfigError
 from otel_progress.service.otlp import key_values
+from otel_progress.service.server import ProgressService
 
 from .helpers import (
+    Client,
     Downstream,
     Request,
     all_spans,
     attrs_of,
     chat_span,
     detections_on,
+    env_without_serve_vars,
     free_port,
     http_get,
     http_span,
+    loop_trace,
     progressing_trace,
+    prom_value,
     request,
     retry_delay,
     tid,
@@ -42,6 +56,8 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.timeout(180)  # every test here is bounded; this is the backstop
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _open_trace(trace: int, calls: int) -> bytes:
@@ -304,6 +320,292 @@ def _get(url: str, authorization: str) -> tuple[int, str]:
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
 
+
+# -- a bearer-token source that yields no token (issue 19) -------------------------------
+
+
+def _serve_process(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``otel-progress serve ARGS`` as a user runs it (no OTEL_PROGRESS_* variables of ours)."""
+    env = env_without_serve_vars()
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen([sys.executable, "-m", "otel_progress.cli", "serve", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("content,why", [
+    (b"", "is empty"),
+    (b"\n", "blank first line"),
+    (b"   \t\r\n", "blank first line"),
+    (b"\ns3cret\n", "blank first line"),  # a template that put a newline before the token
+    (b"\xff\xfe\x00s3cret\n", "not UTF-8"),
+])
+def test_a_token_file_that_yields_no_token_is_a_start_up_error(tmp_path, content, why):
+    path = tmp_path / "token"
+    path.write_bytes(content)
+    with pytest.raises(ServiceConfigError, match=why) as info:
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token_file=str(path)))
+    assert str(path) in str(info.value) and "auth_token_file" in str(info.value)
+    with pytest.raises(ServiceConfigError, match="cannot read"):
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token_file=str(tmp_path)))
+    with pytest.raises(ServiceConfigError, match="blank"):
+        ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", auth_token=" \t"))
+
+
+def test_serve_with_an_empty_token_file_exits_2_naming_the_file_and_never_listens(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("")
+    port = free_port()
+    for args, env in ((("--auth-token-file", str(path)), {}),
+                      ((), {"OTEL_PROGRESS_SERVE_AUTH_TOKEN_FILE": str(path)})):  # as a k8s secret mount
+        proc = _serve_process("--listen", f"127.0.0.1:{port}", "--health-listen", "", *args, env_extra=env)
+        try:
+            _out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _out, err = proc.communicate(timeout=10)
+            pytest.fail(f"serve started with an empty token file: {err}")
+        assert proc.returncode == 2, err
+        assert f"auth_token_file: {path} is empty" in err
+        assert "Traceback" not in err and "no authentication" not in err
+    # and a token on the first line is read (the error is not a blanket refusal)
+    path.write_text("s3cret\n")
+    assert ServiceConfig(auth_token_file=str(path)).token() == "s3cret"
+
+
+# -- tap mode drains its findings on shutdown (issue 19) ---------------------------------
+
+
+class _SlowTapEndpoint:
+    """A real OTLP/gRPC endpoint (traces, logs, metrics) that takes ``delay`` seconds to
+    answer each request and counts the annotation spans and log records it accepted."""
+
+    def __init__(self, delay: float) -> None:
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+        self.delay = delay
+        self.release = threading.Event()  # set at the end: requests still held return at once
+        self.lock = threading.Lock()
+        self.spans = 0
+        self.records: list[bytes] = []
+        self.requests = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
+
+        def handler(service: str, count: Callable[[bytes], None]) -> grpc.GenericRpcHandler:
+            def export(raw: bytes, context: grpc.ServicerContext) -> bytes:
+                self.release.wait(self.delay)
+                if context.is_active():
+                    with self.lock:
+                        self.requests += 1
+                        count(raw)
+                return b""
+
+            return grpc.method_handlers_generic_handler(service, {"Export": grpc.unary_unary_rpc_method_handler(
+                export, request_deserializer=None, response_serializer=lambda b: b)})
+
+        def spans(raw: bytes) -> None:
+            self.spans += len(all_spans(Request.FromString(raw)))
+
+        def records(raw: bytes) -> None:
+            req = logs_service_pb2.ExportLogsServiceRequest.FromString(raw)
+            self.records += [r.SerializeToString() for rl in req.resource_logs for sl in rl.scope_logs
+                             for r in sl.log_records]
+
+        self.server.add_generic_rpc_handlers((
+            handler("opentelemetry.proto.collector.trace.v1.TraceService", spans),
+            handler("opentelemetry.proto.collector.logs.v1.LogsService", records),
+            handler("opentelemetry.proto.collector.metrics.v1.MetricsService", lambda raw: None),
+        ))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.stop(0).wait(5)
+
+
+def _looping_codex_runs(runs: int) -> list[bytes]:
+    """``runs`` copies of the real Codex CLI capture of a loop (3 detections each), each
+    its own conversation: LogsService/Export requests as the CLI sends them."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from tests.logs.conftest import b64_ids, golden
+
+    text = golden("codex-0.171.0-loop.jsonl").read_text()
+    conversation = "01a23128-9b8f-7d63-91ab-f96e27715538"
+    assert conversation in text
+    out = []
+    for n in range(runs):
+        for line in text.replace(conversation, f"01a23128-9b8f-7d63-91ab-{n:012d}").splitlines():
+            if line.strip():
+                message = json_format.ParseDict(b64_ids(json.loads(line)), ExportLogsServiceRequest(),
+                                                ignore_unknown_fields=True)
+                out.append(message.SerializeToString())
+    return out
+
+
+_LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+
+def _tap_load(port: int, codex_runs: int, traces: int) -> None:
+    """Send the load to a service: looping Codex sessions (logs) and looping traces."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        logs = channel.unary_unary(_LOGS_EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for raw in _looping_codex_runs(codex_runs):
+            logs(raw, timeout=10)
+    client = Client(f"127.0.0.1:{port}")
+    try:
+        for t in range(traces):
+            client.export(request(loop_trace(700 + t, turns=6)))
+    finally:
+        client.close()
+
+
+def test_tap_mode_delivers_every_finding_to_a_slow_endpoint_on_sigterm_right_after_load():
+    """Issue 19: with a slow tap endpoint, SIGTERM right after load delivered 39 of 120
+    detection records (one request at a time, then 5 s of flush and the rest discarded)."""
+    sink = _SlowTapEndpoint(delay=0.25)
+    port, health = free_port(), free_port()
+    proc = _serve_process("--mode", "tap", "--tap-endpoint", sink.endpoint, "--listen", f"127.0.0.1:{port}",
+                          "--health-listen", f"127.0.0.1:{health}", "--drain-timeout", "10")
+    try:
+        assert wait_until(lambda: proc.poll() is not None or http_get(f"http://127.0.0.1:{health}/readyz")[0] == 200,
+                          30, 0.2)
+        assert proc.poll() is None, proc.communicate()[1]
+        _tap_load(port, codex_runs=40, traces=40)
+        metrics = http_get(f"http://127.0.0.1:{health}/metrics")[1]
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        _out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        sink.stop()
+    assert proc.returncode == 0, err
+    detections = prom_value(metrics, "progress_service_detections_total")
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    evaluations = sum(logs_pb2.LogRecord.FromString(r).event_name == "gen_ai.evaluation.result" for r in sink.records)
+    assert len(sink.records) - evaluations == 120  # 3 per looping Codex session, every one delivered
+    assert len(set(sink.records)) == len(sink.records)
+    assert sink.spans == detections - 120 > 0  # and every annotation span of the traces
+    assert evaluations == sink.spans  # and the traces' detections as log records (--detection-events both)
+    assert "shutdown: dropped" not in err and "WARNING" not in err, err
+    assert took < 12, took  # within --drain-timeout (and the last metrics push)
+    assert sink.requests < 60  # batched: far fewer requests than the 120 records and the spans
+
+
+def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(make_service, caplog):
+    sink = _SlowTapEndpoint(delay=60)  # accepts, never answers in time
+    try:
+        svc = make_service(mode="tap", tap_endpoint=sink.endpoint, forward_timeout=0.5, drain_timeout=1.0)
+        _tap_load(svc.port, codex_runs=4, traces=4)
+        found = svc.metrics.value("progress.service.detections")
+        assert found > 12
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="otel_progress"):
+            svc.stop()
+        took = time.monotonic() - started
+    finally:
+        sink.stop()
+    assert took < 1.0 + 1.0 + 2 * 2.0 + 1.0, took  # the drain, a last export, the last metrics push
+    value = svc.metrics.value
+    records = value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"})
+    spans = value("progress.service.tap.dropped", {"signal": "traces", "reason": "shutdown"})
+    # the Codex sessions' 12 detection records; the traces' detections as annotation spans and, with
+    # --detection-events both, as log records as well
+    assert records == 12 + (found - 12) and spans == found - 12
+    assert value("progress.service.tap.exported") == 0 and value("progress.service.tap.failures") > 0
+    assert value("progress.service.tap.dropped") == records + spans  # nothing dropped without a count
+    lines = [r.getMessage() for r in caplog.records if "shutdown: dropped" in r.getMessage()]
+    assert any(f"dropped {records:.0f} detection record(s)" in m and sink.endpoint in m for m in lines), lines
+    assert any(f"dropped {spans:.0f} annotation span(s)" in m for m in lines), lines
+    text = svc.metrics.prometheus_text()
+    assert f'progress_service_tap_dropped_total{{reason="shutdown",signal="logs"}} {records:.0f}' in text
+
+
+# -- the health port: liveness whatever else is connected (issue 19) --------------------
+
+
+def test_idle_connections_to_the_health_port_cannot_fail_liveness(make_service, downstream):
+    """Issue 19: 300 idle unauthenticated connections made /healthz answer 503 (16 served
+    at once), so anyone who could reach the port could get the pod restarted."""
+    svc = make_service(forward_endpoint=downstream.endpoint)
+    base = threading.active_count()
+    socks = []
+    try:
+        for n in range(600):  # connected and silent, or a request head that never ends (slowloris)
+            s = socket.create_connection(("127.0.0.1", svc.health_port), timeout=2)
+            if n % 2:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        started = time.monotonic()
+        for _ in range(20):  # every probe is answered at once, while the connections are held
+            assert http_get(f"http://127.0.0.1:{svc.health_port}/healthz", timeout=2) == (200, "ok\n")
+        assert http_get(f"http://127.0.0.1:{svc.health_port}/readyz", timeout=2) == (200, "ready\n")
+        assert time.monotonic() - started < 4  # not after the idle connections timed out (5 s)
+        assert threading.active_count() <= base + 1  # no thread per connection
+        assert svc._health is not None and svc._health.open_connections <= 256
+        shed = svc.metrics.value("progress.service.health.refused", {"reason": "shed"})
+        assert shed >= 600 - 256
+        assert 'progress_service_health_refused_total{reason="shed"}' in http_get(
+            f"http://127.0.0.1:{svc.health_port}/metrics")[1]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_the_health_port_answers_http_as_before(make_service, downstream):
+    svc = make_service(forward_endpoint=downstream.endpoint, health_max_connections=4)
+    base = f"http://127.0.0.1:{svc.health_port}"
+    assert http_get(base + "/nowhere")[0] == 404
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"p" * 20_000 + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431 ")  # a head over 16 KiB
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 405 ")
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=3) as s:
+        s.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = s.recv(1000)
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\n")  # no body
+    with socket.create_connection(("127.0.0.1", svc.health_port), timeout=8) as s:
+        started = time.monotonic()
+        assert s.recv(100) == b""  # a connection that sends nothing is closed after 5 s
+        assert 4 < time.monotonic() - started < 7.5
+
+
+def test_a_full_tap_queue_drops_what_does_not_fit_and_counts_it(caplog):
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    from otel_progress.service.logs import LogsForwarder
+    from otel_progress.service.tap import LogsTap
+
+    sink = _SlowTapEndpoint(delay=60)
+    metrics = ServiceMetrics()
+    forwarder = LogsForwarder(sink.endpoint, timeout=0.5)
+    tap = LogsTap(forwarder, metrics, max_queue=3)
+    try:
+        request = ExportLogsServiceRequest()
+        records = request.resource_logs.add().scope_logs.add().log_records
+        for n in range(10):
+            records.add().body.string_value = f"detection {n}"
+        with caplog.at_level(logging.WARNING, logger="otel_progress"):
+            assert tap.submit(request) == 3
+            assert tap.shutdown(timeout=0.2) == 3
+    finally:
+        forwarder.close()
+        sink.stop()
+    assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "queue_full"}) == 7
+    assert metrics.value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"}) == 3
+    assert any("tap queue full (3 detection record(s)): dropped 7" in r.getMessage() for r in caplog.records)
 
 # -- deep attribute values (issue 19, item 1) --------------------------------------------
 # Python's protobuf runtime (upb) refuses a message nested past 100 levels: an attribute

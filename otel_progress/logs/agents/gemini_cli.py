@@ -16,7 +16,16 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   ``thoughts_token_count``, ``prompt_id``.
 
 A shell command that exits nonzero is logged ``success: true``; the exit code in
-``metadata`` makes it a failure here. The result is only its size, so the evidence is
+``metadata`` makes it a failure here. With ``logPrompts`` off ``metadata`` keeps only the
+diff-stat keys (``TOOL_CALL_METADATA_SAFE_KEYS`` in ``telemetry/types.ts``): the exit code is
+gone, and nothing else in the record tells a nonzero exit from a success (``success`` is the
+call's status, ``error`` / ``error_type`` are set only when the command could not run,
+``shell_execute_error``; ``content_length`` is the size of a response that names the exit
+code). Such a call reads as a success, at level ``names`` (no ``function_args`` either):
+only recurring errors are judged there, so a nonzero exit is a failure missed, never a
+false detection; the exit code needs ``logPrompts``. A call the user rejected at its
+confirmation (``decision = reject``, from ``Cancel``) never ran: ``ToolCall.executed`` is
+false. The result is only its size, so the evidence is
 ``arguments``: a size that differs from the earlier ones proves a new result, equal sizes
 never prove the same one (the result is given to the engine as ``{"content_length": N}``,
 marked partial). Without ``function_args`` (``logPrompts`` off) the evidence is
@@ -102,6 +111,7 @@ class GeminiCliConvention(LogConvention):
         result: Any = NOT_CAPTURED
         if as_number(size) is not None:
             result = {"content_length": to_int(size)}
+        executed = as_text(a.get("decision")) != "reject"  # reject: cancelled at its confirmation, never ran
         success = as_bool(a.get("success"))
         code = exit_code(a.get("metadata"))
         failed = success is False or (code is not None and code != 0)
@@ -135,5 +145,6 @@ class GeminiCliConvention(LogConvention):
             agent="gemini-cli",
             evidence_level=evidence,
             result_truncated=False,
+            executed=executed,
         )
         return LogObservation("tool", run_key, order, call=call, agent="gemini-cli", evidence_level=evidence)
