@@ -105,8 +105,10 @@ def bench_serve(opts: argparse.Namespace) -> None:
         workdir = Path(tmp)
         path = workdir / "logs.pickle"
         write_requests(path, counted)
+        extra = ["pass-through"] if opts.pass_through else []
         results = run_rounds({"logs": (LOGS_METHOD, str(path), measured, warm)},
-                             {"logs": ["collector", *(f"serve {m}" for m in modes)]}, opts, workdir, collector)
+                             {"logs": ["collector", *extra, *(f"serve {m}" for m in modes)]}, opts, workdir,
+                             collector)
     print()
     report(results, "record", {"inline": 1.5, "tap": 1.5})
 
@@ -133,6 +135,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="inline,tap")
     parser.add_argument("--no-scan", action="store_true", help="only the serve figures")
+    parser.add_argument("--pass-through", action="store_true",
+                        help="also measure a Python pass-through hop (slim parse + gzip forward): the gRPC floor")
     parser.add_argument("--warmup-requests", type=int, default=40, help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, default=8, help=argparse.SUPPRESS)
     args = parser.parse_args()

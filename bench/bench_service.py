@@ -320,29 +320,41 @@ service:
 
 
 def role_passthrough(port: int, sink: int) -> None:
-    """A diagnostic target: the service's gRPC server set-up and forwarder (gzip), parsing
-    each request slim and forwarding its bytes: the floor of a Python gRPC hop."""
+    """A diagnostic target: the service's gRPC server set-up and forwarders (gzip), reading
+    each request slim and forwarding its bytes (traces and logs): the floor of a Python
+    gRPC hop that acknowledges after the forward, as serve's inline mode does."""
     import grpc
 
     from otel_progress.service.forwarder import Forwarder
+    from otel_progress.service.logs import ExportLogsServiceResponse, LogsForwarder
     from otel_progress.service.otlp import ExportTraceServiceResponse, SlimRequest
 
-    pin(0)
-    fwd = Forwarder(f"127.0.0.1:{sink}")
+    SlimLogsRequest = _slim_logs_type()  # (the bench's own: a checkout from before it had one)
 
-    def export(raw: bytes, context: grpc.ServicerContext) -> Any:
-        SlimRequest.FromString(raw)
-        result = fwd.forward(raw)
-        if not result.ok:
-            context.abort(grpc.StatusCode.UNAVAILABLE, result.message)
-        return ExportTraceServiceResponse()
+    pin(0)
+    forwarders = {"traces": Forwarder(f"127.0.0.1:{sink}"), "logs": LogsForwarder(f"127.0.0.1:{sink}")}
+
+    def handler(kind: str, slim: Any, response: Any) -> Any:
+        fwd = forwarders[kind]
+
+        def export(raw: bytes, context: grpc.ServicerContext) -> Any:
+            slim.FromString(raw)
+            result = fwd.forward(raw)
+            if not result.ok:
+                context.abort(grpc.StatusCode.UNAVAILABLE, result.message)
+            return response()
+
+        return grpc.unary_unary_rpc_method_handler(export, request_deserializer=None,
+                                                   response_serializer=response.SerializeToString)
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=20),
                          options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(
-            export, request_deserializer=None, response_serializer=ExportTraceServiceResponse.SerializeToString)}),))
+    server.add_generic_rpc_handlers((
+        grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService",
+                                             {"Export": handler("traces", SlimRequest, ExportTraceServiceResponse)}),
+        grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService",
+                                             {"Export": handler("logs", SlimLogsRequest, ExportLogsServiceResponse)}),
+    ))
     server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     server.wait_for_termination()  # until SIGTERM

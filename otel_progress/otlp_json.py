@@ -7,10 +7,12 @@ base64 are converted to hex as well. Nothing here raises on a malformed span: wh
 cannot be read is reported through :class:`ReadProblem` and skipped.
 
 Lines are parsed with orjson; a line orjson refuses is given to the standard library's
-``json`` (which accepts what orjson does not: ``NaN``, integers past 64 bits, lone
-surrogates, UTF-16), so what is read is the same as with ``json`` alone. The converters
-take the JSON parser's plain ``dict`` / ``list`` / ``str`` first and fall back to the
-general ``Mapping`` checks for other inputs.
+``json`` (which accepts what orjson does not: ``NaN``, lone surrogates, UTF-16, numbers
+beyond a double), so what is read is what ``json`` alone reads, with one difference: an
+integer beyond the 64-bit range written as a JSON number (OTLP cannot carry one: its
+integers are 64-bit) reads as the nearest float. The converters take the JSON parser's
+plain ``dict`` / ``list`` / ``str`` first and fall back to the general ``Mapping`` checks
+for other inputs.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ decoded. :func:`records_from_proto` reads a decoded message the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from .record import LogRecordView
 __all__ = ["any_value_proto", "attributes_proto", "name_markers", "records_from_proto", "records_from_slim"]
 
 _MAX_DEPTH = 32
+_UNSET: Any = object()
 
 
 def any_value_proto(value: Any, _depth: int = 0) -> Any:
@@ -44,7 +46,12 @@ def any_value_proto(value: Any, _depth: int = 0) -> Any:
 
 def attributes_proto(items: Any) -> dict[str, Any]:
     """Repeated ``KeyValue`` as a dict (a later duplicate key wins, as in OTLP/JSON)."""
-    return {kv.key: any_value_proto(kv.value) for kv in items}
+    out: dict[str, Any] = {}
+    for kv in items:  # with non-empty strings (most values) inline
+        value = kv.value
+        text = value.string_value  # "" unless the value is a string
+        out[kv.key] = text if text else any_value_proto(value)
+    return out
 
 
 def _cheap_name(record: Any) -> str:
@@ -59,8 +66,9 @@ def _cheap_name(record: Any) -> str:
 
 
 def _view(record: Any, attributes: dict[str, Any], resource: dict[str, Any], scope: str,
-          index: int) -> LogRecordView:
-    body = any_value_proto(record.body) if record.HasField("body") else None
+          index: int, body: Any = _UNSET) -> LogRecordView:
+    if body is _UNSET:
+        body = any_value_proto(record.body) if record.HasField("body") else None
     observed = int(record.observed_time_unix_nano)
     return LogRecordView(
         time_ns=int(record.time_unix_nano) or observed,
@@ -106,6 +114,7 @@ def records_from_slim(request: Any, names: frozenset[str] | None = None,
     that cannot be decoded reads as empty."""
     if names is not None and markers is None:
         markers = name_markers(names)
+    search = re.compile(b"|".join(re.escape(m) for m in markers)).search if markers else None
     index = 0
     for ri, rl in enumerate(request.resource_logs):
         resource: dict[str, Any] | None = None
@@ -114,20 +123,26 @@ def records_from_slim(request: Any, names: frozenset[str] | None = None,
             for li, raw in enumerate(sl.log_records):
                 position = index
                 index += 1
-                if markers is not None and not any(m in raw for m in markers):
+                if markers is not None and (search is None or search(raw) is None):
                     continue
                 try:
                     record = _LogRecord(raw)
                 except Exception:  # not decodable: forwarded as it came, counted by the caller
                     yield ri, si, li, None
                     continue
-                if names is not None and _cheap_name(record) not in names:
-                    continue
+                attributes = attributes_proto(record.attributes)
+                body = any_value_proto(record.body) if record.HasField("body") else None
+                if names is not None:
+                    own = record.event_name  # the name _cheap_name gives, from the decoded values
+                    found = ({"event.name": attributes["event.name"]}
+                             if (not own or " " in own) and "event.name" in attributes else {})
+                    if event_name_of(own, found, body) not in names:
+                        continue
                 if resource is None:
                     resource = _attributes_of(resource_pb2.Resource.FromString, rl.resource)
                 if scope is None:
                     scope = _scope_name(sl.scope)
-                yield ri, si, li, _view(record, attributes_proto(record.attributes), resource, scope, position)
+                yield ri, si, li, _view(record, attributes, resource, scope, position, body)
 
 
 def _attributes_of(parse: Any, raw: bytes) -> dict[str, Any]:

@@ -123,3 +123,21 @@ def test_records_no_reader_reads_are_read_lean_with_the_same_outcome() -> None:
                 assert f.event_name not in names and g.event_name == f.event_name
                 assert (g.attributes, g.body) == ({}, None) and g.index == f.index and g.time_ns == f.time_ns
     assert lean_views > 100  # the captures' prompts, API requests and other events
+
+
+def test_a_slim_request_gives_the_views_of_the_decoded_message() -> None:
+    """``records_from_slim`` (the service: records decoded one by one, only those whose
+    bytes hold a known name) yields what ``records_from_proto`` yields for the decoded
+    message, with and without the name filter, on every golden capture; an odd record too
+    (a known name only in an ``event.name`` attribute, after an OTLP name of 200 characters)."""
+    from otel_progress.logs import event_names
+    from otel_progress.logs.adapters_proto import records_from_slim
+    from otel_progress.service.otlp import SlimLogsRequest
+
+    odd = _doc({"eventName": "x" * 200, "body": {"stringValue": "y"},
+                "attributes": [{"key": "event.name", "value": {"stringValue": "codex.tool_result"}}]})
+    for doc in [*_every_golden_document(), odd]:
+        message = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        slim = SlimLogsRequest.FromString(message.SerializeToString())
+        for names in (None, event_names()):
+            assert list(records_from_slim(slim, names=names)) == list(records_from_proto(message, names=names))
