@@ -46,6 +46,15 @@ def _spans() -> dict[str, SpanRecord]:
                                                         "gen_ai.tool.name": "search"},
                                 (("gen_ai.tool.message", {"role": "tool", "content": ARGS, "id": "t1"}),
                                  ("gen_ai.choice", {"message": json.dumps([{"text": RESULT}]), "id": "t1"}))),
+        "ai_sdk (ai.toolCall)": rec("ai.toolCall", {"ai.operationId": "ai.toolCall", "ai.toolCall.name": "search",
+                                                     "ai.toolCall.id": "call_1", "ai.toolCall.args": ARGS,
+                                                     "ai.toolCall.result": RESULT}),
+        "openllmetry_js langchain": rec("execute_tool DynamicStructuredTool", {
+            "gen_ai.operation.name": "execute_tool", "traceloop.span.kind": "task",
+            "traceloop.entity.name": "DynamicStructuredTool", "traceloop.entity.input": json.dumps({"args": [ARGS]}),
+            "traceloop.entity.output": json.dumps({"lc": 1, "type": "constructor", "id": ["ToolMessage"],
+                                                   "kwargs": {"content": RESULT, "name": "search",
+                                                              "tool_call_id": "call_1"}})}),
         "plain span (classify only)": rec("GET /", {"http.request.method": "GET", "url.path": "/"}),
     }
 

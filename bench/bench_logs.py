@@ -1,7 +1,7 @@
 """``otel-progress scan`` over coding agents' OTLP/JSON logs: throughput and memory.
 
-Run: ``python bench/bench_logs.py [--size-mb 20] [--runs-in-flight 200] [--requests 2000]``
-(prints its figures; no pass/fail).
+Run: ``python bench/bench_logs.py [--size-mb 20] [--runs-in-flight 200] [--requests 1500]
+[--rate 2000] [--rounds 3] [--no-scan]`` (prints its figures beside their goals; no pass/fail).
 
 It builds (in a temporary directory) a line-delimited OTLP/JSON logs file as a Collector's
 file exporter writes it, from the Codex CLI golden capture of tests/coding_agents: the
@@ -14,9 +14,12 @@ capture's records cloned into many runs (a fresh ``conversation.id`` each), with
 * the scan's peak resident memory (``wait4``) beside a bare interpreter that imported the
   command, and per MB of input (the tracker holds at most ``max_runs`` runs of at most 256
   buffered observations: memory follows the runs in flight, not the file size);
-* ``otel-progress serve``'s LogsService/Export (inline, forwarding to a gRPC sink on
-  127.0.0.1) beside the same requests sent straight to that sink: requests and log records
-  per second, and the ratio (the service's cost per request over a bare gRPC hop).
+* ``otel-progress serve``'s LogsService/Export, inline and tap, beside the real Collector's
+  logs hop (OTLP receiver -> batch -> OTLP exporter; the method of bench_service.py): CPU
+  per log record of each, on the same requests (every golden capture of
+  tests/coding_agents: Claude Code, Codex CLI, Gemini CLI, Qwen Code, replayed under new
+  session and conversation ids, interleaved), and the ratio beside the goal (issue 16:
+  <= 1.5x).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import time
 import uuid
 from pathlib import Path
 
-GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "coding_agents" / "golden" / "codex-0.171.0-loop.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+GOLDEN = REPO / "tests" / "coding_agents" / "golden" / "codex-0.171.0-loop.jsonl"
 
 
 def _requests() -> list[dict]:
@@ -69,77 +74,75 @@ def _peak_rss_mb(argv: list[str]) -> tuple[float, float, int]:
     return time.perf_counter() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
-def bench_serve(count: int) -> None:
-    """LogsService/Export through the service vs straight to the sink (one client thread)."""
-    from concurrent import futures
-
-    import grpc
-    from google.protobuf import json_format
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-        ExportLogsServiceRequest,
-        ExportLogsServiceResponse,
+def bench_serve(opts: argparse.Namespace) -> None:
+    """LogsService/Export through serve (inline, tap) beside the Collector's logs hop: CPU
+    per log record, side by side (see bench_service.py for the method)."""
+    from bench.bench_service import (
+        LOGS_METHOD,
+        collector_binary,
+        report,
+        run_rounds,
+        write_requests,
     )
+    from bench.realtraffic import log_requests
 
-    from otel_progress import Config
-    from otel_progress.service.options import ServiceConfig
-    from otel_progress.service.server import ProgressService
+    collector = collector_binary()
+    if collector is None:
+        print("serve: skipped (the Collector cannot be built here: Go missing)")
+        return
+    requests, _records = log_requests(opts.requests + opts.warmup_requests)
+    counted = []
+    for raw in requests:
+        counted.append((raw, _records_in(raw)))
+    warm = sum(n for _, n in counted[:opts.warmup_requests])
+    measured = sum(n for _, n in counted[opts.warmup_requests:])
+    print(f"\nserve LogsService vs the Collector logs hop: {len(log_captures_names())} coding-agent captures"
+          f" (tests/coding_agents/golden) replayed under new session ids, {measured:,} records measured,"
+          f" {opts.rate:,.0f} records/s offered, {opts.rounds} rounds")
+    opts.seconds = measured / opts.rate
+    modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
+        workdir = Path(tmp)
+        path = workdir / "logs.pickle"
+        write_requests(path, counted)
+        extra = ["pass-through"] if opts.pass_through else []
+        results = run_rounds({"logs": (LOGS_METHOD, str(path), measured, warm)},
+                             {"logs": ["collector", *extra, *(f"serve {m}" for m in modes)]}, opts, workdir,
+                             collector)
+    print()
+    report(results, "record", {"inline": 1.5, "tap": 1.5})
 
-    def b64(node: object) -> object:
-        import base64
-        if isinstance(node, dict):
-            return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else b64(v))
-                    for k, v in node.items()}
-        if isinstance(node, list):
-            return [b64(v) for v in node]
-        return node
 
-    template = [json_format.ParseDict(b64(d), ExportLogsServiceRequest(), ignore_unknown_fields=True)
-                for d in _requests()]
-    requests: list[bytes] = []
-    records = 0
-    for i in range(count):
-        request = template[i % len(template)]
-        raw = request.SerializeToString().replace(b"01a23128-9b8f-7d63-91ab-f96e27715538",
-                                                  f"{i // len(template):036d}".encode())
-        requests.append(raw)
-        records += sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
-    sink = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
-    sink.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.logs.v1.LogsService",
-        {"Export": grpc.unary_unary_rpc_method_handler(
-            lambda raw, ctx: ExportLogsServiceResponse(), request_deserializer=None,
-            response_serializer=ExportLogsServiceResponse.SerializeToString)}),))
-    port = sink.add_insecure_port("127.0.0.1:0")
-    sink.start()
-    service = ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="", forward_compression="none",
-                                            forward_endpoint=f"127.0.0.1:{port}"), Config()).start()
-    figures = {}
-    try:
-        for label, target in (("straight to the sink", port), ("through serve", service.port)):
-            with grpc.insecure_channel(f"127.0.0.1:{target}") as channel:
-                export = channel.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-                                             request_serializer=lambda b: b, response_deserializer=lambda b: b)
-                export(requests[0], timeout=10)
-                start = time.perf_counter()
-                for raw in requests:
-                    export(raw, timeout=10)
-                figures[label] = time.perf_counter() - start
-    finally:
-        service.stop(grace=0.5)
-        sink.stop(0)
-    base = figures["straight to the sink"]
-    print(f"serve: {count:,} LogsService/Export requests ({records:,} records, Codex CLI batches), one client")
-    print(f"{'':24}{'req/s':>10}{'records/s':>12}{'ratio':>10}")
-    for label, seconds in figures.items():
-        print(f"{label:24}{count / seconds:>10.0f}{records / seconds:>12.0f}{seconds / base:>10.2f}")
+def _records_in(raw: bytes) -> int:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    request = ExportLogsServiceRequest.FromString(raw)
+    return sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+
+
+def log_captures_names() -> list[str]:
+    from bench.realtraffic import GOLDEN
+
+    return [p.name for p in sorted(GOLDEN.glob("*.jsonl")) if not p.name.endswith(".traces.jsonl")]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=20.0)
     parser.add_argument("--runs-in-flight", type=int, default=200)
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=1500, help="LogsService requests measured per target")
+    parser.add_argument("--rate", type=float, default=2000, help="log records per second offered to serve")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="inline,tap")
+    parser.add_argument("--no-scan", action="store_true", help="only the serve figures")
+    parser.add_argument("--pass-through", action="store_true",
+                        help="also measure a Python pass-through hop (slim parse + gzip forward): the gRPC floor")
+    parser.add_argument("--warmup-requests", type=int, default=40, help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", type=int, default=8, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.no_scan:
+        bench_serve(args)
+        return
     if not GOLDEN.exists():
         print(f"skipped: {GOLDEN} is missing")
         return
@@ -162,7 +165,7 @@ def main() -> None:
     print(f"{'':24}{'peak MB':>10}{'MB/MB in':>10}{'ratio':>10}")
     print(f"{'bare interpreter':24}{bare_mb:>10.1f}{'':>10}{1.0:>10.2f}")
     print(f"{'scan (logs)':24}{scan_mb:>10.1f}{scan_mb / size:>10.2f}{scan_mb / bare_mb:>10.2f}")
-    bench_serve(args.requests)
+    bench_serve(args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,19 @@
-"""``otel-progress scan`` over a large input: resident memory and throughput.
+"""``otel-progress scan``: its cost beside a JSON parse on real agent traces, then resident
+memory and throughput over a large input.
 
-Run: ``python bench/bench_scan.py [--size-mb 200]`` (prints its figures; no pass/fail).
+Run: ``python bench/bench_scan.py [--copies 10] [--rounds 3] [--size-mb 200] [--no-large]``
+(prints its figures beside their goals; no pass/fail).
 
-It generates (once, cached under ``~/.cache/otel-progress/``) a line-delimited OTLP/JSON
+First, on agent traffic: the real runs of ``../shared/realtraces`` (the synthetic
+scoreboard corpus where they are absent), ``--copies`` times over under new trace ids, one
+export request per line, written to a temporary file. ``otel-progress scan
+--no-progress`` reads it in a fresh process (the whole process: start-up, reading,
+assembling, the engine, the report); beside it, in this process, ``json.loads`` and
+``orjson.loads`` of every line (the floor of any reader). Rounds alternate; the ratios
+are the medians of the per-round ratios, printed beside the goal (issue 16: scan <= 2x
+``json.loads``). The engine's share is the engine alone on the same tool calls.
+
+Then it generates (once, cached under ``~/.cache/otel-progress/``) a line-delimited OTLP/JSON
 file as the Collector's file exporter writes it: batches of spans in the order they
 ended, several agent runs in flight at once, so a run's spans are spread over several
 lines and lines hold spans of several runs; tool results of about 1 KB. Then it runs
@@ -31,6 +42,7 @@ from pathlib import Path
 
 S = 1_000_000_000
 T0 = 1_764_000_000_000_000_000
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "otel-progress"
 
 
@@ -125,10 +137,104 @@ def json_floor(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+def write_real(path: Path, copies: int) -> tuple[int, int]:
+    """The real runs (or the corpus), ``copies`` times under new trace ids, one request per
+    line; returns (lines, tool calls)."""
+    from bench.realtraffic import trace_documents
+
+    docs = [json.dumps(d, separators=(",", ":")) for d in trace_documents()]
+    ids = [json.loads(d)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] for d in docs]
+    lines = tools = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for copy in range(copies):
+            for text, trace_id in zip(docs, ids, strict=True):
+                new = f"{copy:04x}{trace_id[4:]}"
+                fh.write(text.replace(trace_id, new) + "\n")
+                lines += 1
+                if copy == 0:
+                    tools += text.count('"execute_tool"')
+    return lines, tools * copies
+
+
+def floors(path: Path) -> tuple[float, float]:
+    """CPU seconds of ``json.loads`` and of ``orjson.loads`` of every line, in this process."""
+    import orjson
+
+    out = []
+    for loads in (json.loads, orjson.loads):
+        t0 = time.process_time()
+        with open(path, "rb") as fh:
+            for line in fh:
+                loads(line)
+        out.append(time.process_time() - t0)
+    return out[0], out[1]
+
+
+def child_cpu(cmd: list[str]) -> tuple[float, int]:
+    """(CPU seconds, exit status) of a command in a fresh process (``wait4``)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status)
+
+
+def engine_seconds(copies: int) -> float:
+    """CPU seconds of the engine alone on the input's tool calls."""
+    from bench.realtraffic import real_calls
+    from otel_progress import Config, ProgressEngine
+
+    calls = real_calls()
+    engine = ProgressEngine(Config())
+    t0 = time.process_time()
+    for call in calls:
+        engine.observe(call, flush=True)
+    return (time.process_time() - t0) * copies
+
+
+def bench_real(copies: int, rounds: int) -> None:
+    import statistics
+    import tempfile
+
+    from bench.realtraffic import traffic_source
+
+    with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
+        path = Path(tmp) / "traces.jsonl"
+        lines, tools = write_real(path, copies)
+        size = path.stat().st_size / 1e6
+        print(f"scan vs a JSON parse: {traffic_source()}")
+        print(f"  {copies} copies: {size:.0f} MB, {lines:,} lines (one run each), {tools:,} tool calls;"
+              f" {rounds} rounds, CPU seconds (scan: the whole process)")
+        scan = [sys.executable, "-m", "otel_progress.cli", "scan", "--no-progress", str(path)]
+        rows: dict[str, list[float]] = {"json.loads": [], "orjson.loads": [], "scan": []}
+        for _ in range(rounds):
+            j, o = floors(path)
+            s, code = child_cpu(scan)
+            rows["json.loads"].append(j)
+            rows["orjson.loads"].append(o)
+            rows["scan"].append(s)
+        engine = engine_seconds(copies)
+    vs_json = statistics.median(s / j for s, j in zip(rows["scan"], rows["json.loads"], strict=True))
+    vs_orjson = statistics.median(s / o for s, o in zip(rows["scan"], rows["orjson.loads"], strict=True))
+    for name, values in rows.items():
+        med = statistics.median(values)
+        print(f"  {name:<14} {med:7.2f} s  {size / med:7.1f} MB/s")
+    verdict = "met" if vs_json <= 2.0 else "NOT met"
+    print(f"  scan: {vs_json:.2f}x json.loads (goal <= 2.00x: {verdict}), {vs_orjson:.2f}x orjson.loads;"
+          f" exit {code}")
+    print(f"  the engine alone on the same tool calls: {engine:.2f} s,"
+          f" {engine / statistics.median(rows['scan']):.0%} of the scan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--copies", type=int, default=10, help="copies of the real runs (default 10)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-large", action="store_true", help="only the real-traffic figures")
     args = parser.parse_args()
+    bench_real(args.copies, args.rounds)
+    if args.no_large:
+        return
+    print()
     CACHE.mkdir(parents=True, exist_ok=True)
     clean = CACHE / f"bench-scan-{args.size_mb}mb.jsonl"
     if not clean.exists():

@@ -2,8 +2,9 @@
 
 :func:`analyse_trace` replays one trace's spans through the engine in time order (the run
 model's replay, :mod:`otel_progress.runs.replay`): model calls add their tokens to their run
-(and mark the previous tool batch complete), tool calls are observed, agent invocations
-end their runs (sub-agents evaluate the run-scope signature). The processor and the
+(and mark the previous tool batch complete; one that marks a compaction is a boundary of
+its run, :class:`~otel_progress.spans.CompactionMarks`), tool calls are observed, agent
+invocations end their runs (sub-agents evaluate the run-scope signature). The processor and the
 service drive the same model incrementally. :func:`run_rows` turns reports into the rows
 of the scan's table and the HTML report.
 """

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import blake3
@@ -60,11 +60,17 @@ _WS = re.compile(r"\s+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _HEXID = re.compile(r"\b(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b|\b[0-9a-fA-F]{12,}\b")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}[\\/]?")
+_PATH_NO_DRIVE = re.compile(r"(?:[\\/][\w.\-]+){2,}[\\/]?")
 _DIGITS = re.compile(r"\d+")
 _NOISE = re.compile(r"(?:[^\w\s<>]|_){2,}|(?<!\S)[^\w\s]+(?!\S)|[\r\b]|(?:N\s*[%/]\s*)+N?")
 _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )
+# Literal-led necessary conditions (a regex that opens with a literal is searched for that
+# character first, not tried at every position): a text without a match of the hint has
+# no match of the pattern, so the pattern's pass is skipped.
+_UUID_HINT = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")  # inside every _UUID match
+_TIMESTAMP_HINT = re.compile(r"-\d{2}-\d{2}[T ]\d{2}:\d{2}")  # inside every _TIMESTAMP match
 _ID_KEY = re.compile(r"(?:^|[_\-.])(?:id|ids|uuid|guid)$|Id$|ID$")
 _ID_KEY_CACHE: dict[str, bool] = {}
 _ID_KEY_END = re.compile(r'ids?":')  # in canonical JSON: a key ending in "id" or "ids"
@@ -101,13 +107,29 @@ def parse_json_value(value: Any) -> Any:
         if head == "{" or head == "[":
             try:
                 return orjson.loads(value)
-            except (orjson.JSONDecodeError, RecursionError):
-                pass
+            except (orjson.JSONDecodeError, RecursionError) as exc:
+                if not _stdlib_may_parse(value, exc):
+                    return value
             try:  # NaN/Infinity tokens, very deep nesting: the standard library's view
                 return json.loads(value)
             except (ValueError, RecursionError):
                 return value
     return value
+
+
+def _stdlib_may_parse(text: str, exc: BaseException) -> bool:
+    """Whether the standard library's ``json`` may accept a text orjson rejected, so that
+    only then is it tried (its failure is an expensive exception, and most such texts are
+    plain output that merely opens with a bracket). It accepts more than orjson in four
+    ways only: ``NaN``/``Infinity`` tokens, lone surrogates (escaped with ``\\u`` or raw,
+    so not ASCII), numbers beyond a double and nesting past orjson's depth limit (orjson
+    then stops at the number or the bracket). Anything else it rejects as orjson did."""
+    if "NaN" in text or "Infinity" in text or "\\u" in text or not text.isascii():
+        return True
+    pos = getattr(exc, "pos", None)
+    if type(pos) is not int or not 0 <= pos < len(text):
+        return True
+    return text[pos] in "-0123456789[{"
 
 
 def _plain(value: Any, depth: int, volatile: frozenset[str] | None) -> Any:
@@ -143,11 +165,73 @@ def _dumps(value: Any) -> bytes:
         return orjson.dumps(_plain(value, 0, None), option=_SORT)
 
 
-def _canonical_bytes(parsed: Any, volatile: frozenset[str] | None) -> bytes:
+class _Unusual(Exception):
+    """A value :func:`_stripped` leaves to :func:`_plain` (see there)."""
+
+
+_INT_MAX = 2**63
+
+
+def _stripped(value: Any, volatile: frozenset[str], cache: dict[str, bool], depth: int) -> Any:
+    """``value`` without the volatile keys at any depth, for a value made of what JSON
+    decodes to (dicts with string keys, lists, strings, finite floats, ints within 64
+    bits, booleans, None): orjson then encodes it exactly as :func:`_plain` would convert
+    it. Containers without a volatile key below them are kept as they are (not copied).
+    Anything else raises :class:`_Unusual`: the caller converts the value with
+    :func:`_plain` instead (a tuple, a set, another mapping type, bytes, a non-finite
+    float, a big int, a non-string key, nesting past ``_MAX_DEPTH``)."""
+    if depth > _MAX_DEPTH:  # (_plain makes it "<deep>")
+        raise _Unusual
+    kind = type(value)
+    if kind is str or kind is bool or value is None or (kind is int and -_INT_MAX < value < _INT_MAX) or (
+            kind is float and math.isfinite(value)):
+        return value
+    if kind is dict:
+        out: dict[str, Any] | None = None
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _Unusual
+            vol = cache.get(k)
+            if vol is None:
+                vol = _norm_key(k) in volatile
+                if len(cache) < 8192:
+                    cache[k] = vol
+            new = _DROPPED if vol else _stripped(v, volatile, cache, depth + 1)
+            if out is None and new is not v:
+                out = {}
+                for k2, v2 in value.items():  # the keys before this one: checked, unchanged
+                    if k2 is k:
+                        break
+                    out[k2] = v2
+            if out is not None and new is not _DROPPED:
+                out[k] = new
+        return value if out is None else out
+    if kind is list:
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            new = _stripped(v, volatile, cache, depth + 1)
+            if items is not None:
+                items.append(new)
+            elif new is not v:
+                items = value[:i]
+                items.append(new)
+        return value if items is None else items
+    raise _Unusual
+
+
+_DROPPED = object()  # (what _stripped makes of a volatile key's value)
+
+
+def _canonical_bytes(parsed: Any, volatile: frozenset[str] | None, cache: dict[str, bool] | None = None) -> bytes:
     if volatile is None:
         try:
             return orjson.dumps(parsed, option=_SORT)
         except (TypeError, orjson.JSONEncodeError):
+            pass
+    elif cache is not None and type(parsed) in _CONTAINERS:
+        try:
+            return orjson.dumps(_stripped(parsed, volatile, cache, 0), option=_SORT)
+        except _Unusual:
             pass
     return _dumps(_plain(parsed, 0, volatile))
 
@@ -167,16 +251,39 @@ def canonical_json(value: Any, volatile: frozenset[str] | None = None) -> str:
     return _canonical_bytes(parse_json_value(value), volatile).decode("utf-8")
 
 
+def _fold_text(value: str) -> str:
+    if len(value) >= 36 and "-" in value and _UUID_HINT.search(value) is not None:
+        value = _UUID.sub("<id>", value)
+    return " ".join(value.split()).lower()
+
+
 def _fold(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return "<deep>"
     kind = type(value)
     if kind is int or kind is float or kind is bool or value is None:
         return value  # the common leaves first: no ABC check (they are returned as they are)
+    if kind is str:
+        return _fold_text(value)
     if isinstance(value, str):
-        if len(value) >= 36 and "-" in value:
-            value = _UUID.sub("<id>", value)
-        return " ".join(value.split()).lower()
+        return _fold_text(value)
+    if kind is dict and depth < _MAX_DEPTH:
+        # (the items' leaves folded here, as _fold(item, depth + 1) would fold them)
+        out = {}
+        for k, v in value.items():
+            ks = k if type(k) is str else str(k)
+            hit = _ID_KEY_CACHE.get(ks)
+            if hit is None:
+                hit = _is_id_key(ks)
+            if hit:
+                continue
+            kv = type(v)
+            if kv is str:
+                v = _fold_text(v)
+            elif not (kv is int or kv is float or kv is bool or v is None):
+                v = _fold(v, depth + 1)
+            out[ks.lower()] = v
+        return out
     if kind is dict or isinstance(value, Mapping):
         return {str(k).lower(): _fold(v, depth + 1) for k, v in value.items() if not _is_id_key(str(k))}
     if isinstance(value, (list, tuple)):
@@ -229,12 +336,16 @@ def folds_to_itself(canonical: bytes) -> bool:
         return False
     if len(text) > 2 * _MAX_DEPTH and text.count("{") + (text.count("[") if "[" in text else 0) > _MAX_DEPTH:
         return False
-    return "-" not in text or _UUID.search(text) is None
+    return "-" not in text or _UUID_HINT.search(text) is None or _UUID.search(text) is None
 
 
 def _normalise_message(msg: str) -> str:
-    msg = _UUID.sub("<id>", msg)
-    msg = _PATH.sub("<path>", msg)
+    if "-" in msg and _UUID_HINT.search(msg) is not None:
+        msg = _UUID.sub("<id>", msg)
+    if "/" in msg or "\\" in msg:  # (a path has at least two separators)
+        # Without a drive letter before a separator, only _PATH's second form can match:
+        # the same matches, found by a pattern that opens with the separator.
+        msg = (_PATH if ":/" in msg or ":\\" in msg else _PATH_NO_DRIVE).sub("<path>", msg)
     msg = _HEXID.sub("<hex>", msg)
     msg = _DIGITS.sub("N", msg)
     msg = _NOISE.sub(" ", msg)
@@ -255,6 +366,15 @@ def error_signature_text(
     failures that start alike and end differently are two failures.
     """
     text = message or ""
+    if len(text) <= _MEMO_MESSAGE:
+        return _error_signature_text(tool, error_type, text, limit)
+    return _error_signature_uncached(tool, error_type, text, limit)
+
+
+_MEMO_MESSAGE = 16384  # messages up to this size have their signature text remembered
+
+
+def _error_signature_uncached(tool: str, error_type: str | None, text: str, limit: int) -> str:
     if len(text) > limit * 4:
         head, tail = _normalise_message(text[: limit * 2]), _normalise_message(text[-limit * 2:])
     else:
@@ -266,6 +386,10 @@ def error_signature_text(
         msg = head[:half] + " … " + tail[-half:]
     return f"{tool}|{error_type or ''}|{msg}"
 
+
+#: :func:`error_signature_text` of the failures seen last: an agent stuck on a failure
+#: sends it again and again, and the text is a function of its arguments alone.
+_error_signature_text = lru_cache(maxsize=256)(_error_signature_uncached)
 
 _CONTAINERS = (dict, list, tuple)
 
@@ -397,6 +521,11 @@ class Digester:
             self._tools[tool] = -1 if hit else seen + 1
         return hit
 
+    def strips(self, tool: str) -> bool:
+        """Whether every result of ``tool`` loses its volatile keys from now on (one of its
+        results held one): :meth:`result` is then a function of the result alone."""
+        return self._tools.get(tool) == -1
+
     def raw_result(self, result: str, tool: str, unless: Callable[[str], bool] | None = None) -> int | None:
         """The :meth:`local_text` digest of a long JSON result taken as received, without
         parsing, when that is allowed: ``unless(result)`` (a check of the text, if given)
@@ -429,11 +558,11 @@ class Digester:
         parsed = parse_json_value(result)
         if isinstance(parsed, str):
             text = parsed.strip()
-            if len(text) <= _MAX_TEXT_FOLD and "-" in text:
+            if len(text) <= _MAX_TEXT_FOLD and "-" in text and _TIMESTAMP_HINT.search(text) is not None:
                 text = _TIMESTAMP.sub("<ts>", text)
             return text.encode("utf-8", "surrogatepass"), parsed
         if self._volatile and isinstance(parsed, _CONTAINERS) and self._volatile_in(parsed, tool):
-            return _canonical_bytes(parsed, self._volatile), parsed
+            return _canonical_bytes(parsed, self._volatile, self._key_cache), parsed
         if isinstance(parsed, Mapping) and not isinstance(parsed, dict):
             return _canonical_bytes(parsed, self._volatile or None), parsed
         return _canonical_bytes(parsed, None), parsed

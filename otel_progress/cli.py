@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 
@@ -15,22 +16,25 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-progress",
-        description="Notice when an AI agent stops making progress, from its OpenTelemetry traces.",
+        description="Notice when an AI agent stops making progress, from its OpenTelemetry traces and logs.",
     )
     parser.add_argument("--version", action="version", version=f"otel-progress {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     scan = sub.add_parser(
         "scan",
-        help="detect loops in exported OTLP/JSON traces",
+        help="detect loops in exported OTLP/JSON traces and logs",
         description=(
-            "Read OTLP/JSON traces (the Collector file exporter's output, one request per line;"
-            " a single JSON document; or gzip of either; PATH '-' is stdin) and report every"
-            " detection. Exit status: 0 no detection, 1 detections found, 2 bad usage or"
-            " unreadable input, 3 internal error."
+            "Read OTLP/JSON traces and logs (the Collector file exporter's output, one request per"
+            " line; a single JSON document; or gzip of either; PATH '-' is stdin; a file may hold"
+            " both) and report every detection. Traces: the tool-call spans of any common"
+            " instrumentation. Logs: the coding agents' log events (Claude Code, Codex CLI, Gemini"
+            " CLI, Qwen Code; docs/logs.md), grouped into runs by session. Exit status: 0 no detection,"
+            " 1 detections found, 2 bad usage or unreadable input, 3 internal error; a reader that"
+            " closes the pipe early (| head) does not change it."
         ),
     )
-    scan.add_argument("paths", nargs="+", metavar="PATH", help="OTLP/JSON file(s), '-' for stdin")
+    scan.add_argument("paths", nargs="+", metavar="PATH", help="OTLP/JSON file(s) of traces and/or logs, '-' for stdin")
     scan.add_argument("--config", metavar="FILE", help="config file (JSON/YAML settings or a manifest list)")
     scan.add_argument("--format", choices=("json", "table"), default="json",
                       help="json: one object per detection per line (default); table: readable")
@@ -57,18 +61,22 @@ def _parser() -> argparse.ArgumentParser:
             " was detected where, with the nudge a harness would have sent. No server needed."
         ),
     )
-    demo.add_argument("--output", "-o", metavar="FILE", default="otel-progress-demo.jsonl",
-                      help="OTLP/JSON file to write (default: %(default)s), with the settings used beside it"
-                           " (NAME.config.json, for the scan command printed at the end); '' for none")
+    demo.add_argument("--output", "-o", metavar="FILE", default=None,
+                      help="OTLP/JSON file to write, with the settings used beside it (NAME.config.json, for"
+                           " the scan command printed at the end); '' for none (default:"
+                           " otel-progress-demo.jsonl in ${OTEL_PROGRESS_CACHE:-~/.cache/otel-progress}/demo/,"
+                           " not the current directory)")
 
     serve = sub.add_parser(
         "serve",
-        help="run the OTLP/gRPC detection service (for a Collector pipeline)",
+        help="run the OTLP/gRPC detection service for traces and logs (for a Collector pipeline)",
         description=(
-            "Receive traces over OTLP/gRPC (TraceService/Export), detect agents that stopped making"
-            " progress, and either annotate the spans and forward them (inline mode) or send findings"
-            " as annotation spans and metrics (tap mode). Every option can also be set with the"
-            " environment variable shown. See docs/service.md."
+            "Receive traces and logs over OTLP/gRPC on one listener (TraceService/Export; and"
+            " LogsService/Export for the coding agents' log events, docs/logs.md), detect agents that"
+            " stopped making progress, and either annotate the spans and log records and forward them"
+            " (inline mode) or send findings as annotation spans, detection log records and metrics"
+            " (tap mode). Every option can also be set with the environment variable shown. See"
+            " docs/service.md."
         ),
     )
     from .service.options import add_arguments as _serve_arguments
@@ -107,23 +115,76 @@ def _positive(text: str) -> int:
 EXIT_INTERNAL = 3
 
 
+class _ReaderMayLeave:
+    """``sys.stdout`` / ``sys.stderr`` while a command runs: when the reader of the pipe
+    goes away (``scan ... | head -1``), the rest of the output is discarded and the command
+    runs to its end, so its exit status is still its verdict (and an HTML report is still
+    written). Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def _discard(self) -> None:
+        """From now on write nothing; point the file descriptor at /dev/null, so that what
+        the stream still buffers is flushed there at exit instead of failing again."""
+        import os
+
+        self.reader_gone = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``otel-progress`` console script.
 
     Never shows a traceback: an I/O error the command did not handle (output to a full
     disk) is reported in one line with status 2; any other unexpected exception is
     reported in one line with status 3 (set ``OTEL_PROGRESS_TRACEBACK=1`` to see where
-    it came from).
+    it came from). A reader that closes the pipe early (``| head``) does not change the
+    exit status: the rest of the output is discarded (:class:`_ReaderMayLeave`).
     """
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _ReaderMayLeave(out) if out is not None else out  # type: ignore[assignment]
+    sys.stderr = _ReaderMayLeave(err) if err is not None else err  # type: ignore[assignment]
+    try:
+        return _run_main(argv)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run_main(argv: Sequence[str] | None) -> int:
     import os
 
     try:
         return _main(argv)
-    except BrokenPipeError:  # the reader went away (`| head`): not an error
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except KeyboardInterrupt:
         return 130
     except SystemExit:
@@ -169,9 +230,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return run_doctor(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from .demo import default_output, run_demo
 
-        return run_demo(args.output or None)
+        return run_demo(default_output() if args.output is None else (args.output or None))
     parser.print_help(sys.stderr)
     return 2
 

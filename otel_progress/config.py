@@ -24,11 +24,13 @@ ENV_PREFIX = "OTEL_PROGRESS_"
 #: The names of the detection signals, in pipeline order (cheap first).
 SIGNAL_NAMES: tuple[str, ...] = (
     "wait",
+    "compaction",
     "repeat",
     "frequency",
     "errors",
     "barren",
     "revisit",
+    "location",
     "signature",
     "measure",
     "run_signature",
@@ -56,6 +58,7 @@ class Config:
     frequency_window: int = 30
     barren_threshold: int = 4
     revisit_threshold: int = 2
+    location_revisit_threshold: int = 3
     signature_visits: int = 3
     measure_visits: int = 3
     error_threshold: int = 5
@@ -75,7 +78,7 @@ class Config:
     def __post_init__(self) -> None:
         for name in (
             "window", "frequency_count", "frequency_window", "barren_threshold",
-            "revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
+            "revisit_threshold", "location_revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
             "repeat_failure_threshold", "max_evidence", "max_runs",
         ):
             value = getattr(self, name)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "is_empty",
     "is_silent",
     "may_be_waiting",
+    "opaque_fields",
     "same_prose",
     "says_nothing_found",
     "without",
@@ -252,20 +254,29 @@ def same_prose(new: str, old: str) -> bool:
     fact-like token (a number, an identifier with a digit, a URL, a path, a quoted name)
     that ``old`` did not, no new short line of ``new`` holds such a token (a log that
     gained lines is new), and their content words (function words left out) overlap with
-    Jaccard similarity of at least :data:`PROSE_SIMILARITY`."""
+    Jaccard similarity of at least :data:`PROSE_SIMILARITY`.
+
+    (The conditions are checked cheapest first: the word sets and their overlap, then the
+    fact-like tokens and the lines. A text's words are kept for a while, since the text a
+    result is compared with was itself a new result a call earlier.)"""
     if new == old or len(new) > _MAX_PROSE or len(old) > _MAX_PROSE:
         return False
-    new_words, old_words = _words(new), _words(old)
+    new_words, old_words = _prose_words(new), _prose_words(old)
     if len(new_words) < _PROSE_MIN_WORDS or len(old_words) < _PROSE_MIN_WORDS:
         return False
-    if not _facts(new) <= _facts(old):
-        return False
-    old_lines = _lines(old)
-    for line in _lines(new) - old_lines:
-        if _facts(line) and len(_words(line)) < _PROSE_MIN_WORDS:
-            return False  # a new short line with a figure in it: a log line, a status line
     shared = len(new_words & old_words)
-    return shared / len(new_words | old_words) >= PROSE_SIMILARITY
+    if shared / len(new_words | old_words) < PROSE_SIMILARITY:
+        return False
+    if not _text_facts(new) <= _text_facts(old):
+        return False
+    # no new short line with a figure in it (a log line, a status line)
+    return not any(_facts(line) and len(_words(line)) < _PROSE_MIN_WORDS for line in _lines(new) - _lines(old))
+
+
+#: :func:`_words` and :func:`_facts` of the texts compared last (each new result is the old
+#: one of the next comparison); the sets are only read.
+_prose_words = lru_cache(maxsize=64)(_words)
+_text_facts = lru_cache(maxsize=64)(_facts)
 
 
 # -- learned volatile fields -----------------------------------------------------------------
@@ -289,8 +300,9 @@ def _opaque(value: Any) -> bool:
 Field = str | tuple[str, str]
 
 
-def _opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
-    """The opaque scalars of a result, at the top level and one level down."""
+def opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
+    """The opaque scalars of a JSON-object result (:func:`_opaque`), at the top level and
+    one level down (mappings of up to 32 keys): the candidate envelope fields."""
     out: dict[Field, Any] = {}
     for k, v in result.items():
         if not isinstance(k, str):
@@ -306,7 +318,7 @@ def _opaque_fields(result: Mapping[str, Any]) -> dict[Field, Any]:
 def has_opaque(result: Mapping[str, Any]) -> bool:
     """Whether a JSON-object result has an opaque token at its top level or one level
     down (a candidate envelope field, see :class:`ResultMemory`)."""
-    return len(result) <= _MAX_LEARN_KEYS and bool(_opaque_fields(result))
+    return len(result) <= _MAX_LEARN_KEYS and bool(opaque_fields(result))
 
 
 def without(result: Mapping[str, Any], fields: frozenset[Field]) -> dict[str, Any]:
@@ -375,12 +387,15 @@ class ResultMemory:
             return result
         return without(result, keys)
 
-    def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any) -> bool:
+    def learn(self, tool: str, request: int, result: Mapping[str, Any], rest_digest: Any,
+              opaque: dict[Field, Any] | None = None) -> bool:
         """Note a JSON-object result of ``tool`` for ``request``; ``rest_digest(fields)``
-        digests the result without those fields. True when a field was learned now."""
+        digests the result without those fields (``opaque``: the result's
+        :func:`opaque_fields`, when the caller has them). True when a field was learned now."""
         if len(result) > _MAX_LEARN_KEYS:
             return False
-        opaque = _opaque_fields(result)
+        if opaque is None:
+            opaque = opaque_fields(result)
         table = self._last
         last = table.get(tool) if table is not None else None
         if not opaque:

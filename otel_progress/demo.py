@@ -12,6 +12,11 @@ file (:class:`~otel_progress.json_exporter.OtlpJsonFileExporter`; and an OTLP ex
 when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints what was detected on which
 span and the nudge a harness would have sent, and writes the settings it used beside the
 file with the ``otel-progress scan`` command that reproduces it. No server needed.
+
+Its files go to :func:`default_output` (under the user's cache directory, never the
+current directory, so that running the demo in a checkout leaves nothing untracked)
+unless ``--output`` says otherwise. Every agent invocation is a run (planner-2 invokes
+extractor-2 four times: five runs in one trace), as ``scan`` counts them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "OtlpJsonFileExporter",
     "Scenario",
     "ScriptedAgent",
+    "default_output",
     "reproduce_command",
     "run_demo",
     "settings_file_for",
@@ -78,12 +84,14 @@ class ScriptedAgent:
         self.tracer = tracer
         self.now = start_ns if start_ns is not None else time.time_ns()
         self.nudges: list[Detection] = []
+        self.invocations: list[str] = []  # the agent of each invoke_agent span: one run each
 
     def advance(self, seconds: float) -> None:
         self.now += int(seconds * _NS)
 
     @contextlib.contextmanager
     def agent(self, name: str, **attributes: Any) -> Iterator[Span]:
+        self.invocations.append(name)
         span = self.tracer.start_span(
             f"invoke_agent {name}", start_time=self.now,
             attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
@@ -132,7 +140,9 @@ class ScriptedAgent:
 
 @dataclass
 class Scenario:
-    """One scripted agent of the demo."""
+    """One scripted agent of the demo: one trace. ``seed`` names the seed document the
+    scenario comes from (for the project's developers; not printed); ``runs`` is filled in
+    when it ran: the agent of each invocation, in order."""
 
     agent: str
     story: str
@@ -140,6 +150,7 @@ class Scenario:
     run: Callable[[ScriptedAgent], None]
     seed: str = ""
     detections: list[Detection] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
 
 
 def _deploy(a: ScriptedAgent) -> None:
@@ -275,14 +286,23 @@ def _short(text: str, width: int = 100) -> list[str]:
     return lines
 
 
+def default_output() -> str:
+    """Where the demo writes its spans by default:
+    ``${OTEL_PROGRESS_CACHE:-~/.cache/otel-progress}/demo/otel-progress-demo.jsonl`` (the
+    directory is created when missing)."""
+    root = os.environ.get("OTEL_PROGRESS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "otel-progress")
+    return os.path.join(root, "demo", "otel-progress-demo.jsonl")
+
+
 def run_demo(
-    output: str | None = "otel-progress-demo.jsonl",
+    output: str | None = None,
     *,
     stdout: TextIO | None = None,
     scenarios: Sequence[Scenario] | None = None,
     config: Config | None = None,
 ) -> int:
-    """Run the scripted agents and print what was detected; returns the exit status (0)."""
+    """Run the scripted agents and print what was detected; returns the exit status (0;
+    2 when ``output`` cannot be written). ``output`` None: no file."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -302,6 +322,9 @@ def run_demo(
         from .scan import writable
 
         settings_path = settings_file_for(output)
+        if output == default_output():
+            with contextlib.suppress(OSError):  # a failure is reported just below
+                os.makedirs(os.path.dirname(output), exist_ok=True)
         for path in (output, settings_path):
             why = writable(path)
             if why is not None:
@@ -345,13 +368,14 @@ def run_demo(
               f"ProgressSpanProcessor(BatchSpanProcessor(...)); tool spans annotated {route}.\n\n")
     for scenario in chosen:
         current[:] = [scenario]
-        scenario.run(ScriptedAgent(tracer))
+        agent = ScriptedAgent(tracer)
+        scenario.run(agent)
+        scenario.runs = list(agent.invocations)
     current.clear()
     provider.force_flush()
     for scenario in chosen:
         verdict = "DETECTED" if scenario.detections else "healthy, left alone"
-        seed = f"  [{scenario.seed}]" if scenario.seed else ""
-        out.write(f"{scenario.agent:<15} {scenario.story}{seed}\n{'':<15} -> {verdict}\n")
+        out.write(f"{scenario.agent:<15} {scenario.story}\n{'':<15} -> {verdict}{_runs_note(scenario.runs)}\n")
         for det in scenario.detections:
             figures = " ".join(f"{k}={v}" for k, v in det.figures.items())
             where = spans.get(det.span_id, "?")
@@ -379,8 +403,10 @@ def run_demo(
     wrong = [s.agent for s in chosen if bool(s.detections) != s.expect_detection]
     provider.shutdown()
     meters.shutdown()
-    out.write(f"{found} detections in {sum(1 for s in chosen if s.detections)} of {len(chosen)} runs;"
-              f" healthy runs left alone: {sum(1 for s in chosen if not s.expect_detection and not s.detections)}"
+    runs = sum(len(s.runs) for s in chosen)
+    out.write(f"{found} detections in {sum(1 for s in chosen if s.detections)} of {len(chosen)} traces"
+              f" ({runs} runs: each agent invocation is a run, as scan counts them);"
+              f" healthy agents left alone: {sum(1 for s in chosen if not s.expect_detection and not s.detections)}"
               f" of {sum(1 for s in chosen if not s.expect_detection)}.\n")
     if wrong:
         out.write(f"unexpected outcome for: {', '.join(wrong)}\n")
@@ -392,6 +418,17 @@ def run_demo(
         out.write("spans also sent to the OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT\n")
     out.flush()
     return 0
+
+
+def _runs_note(runs: Sequence[str]) -> str:
+    """`` (5 runs: planner-2, and extractor-2 invoked 4 times)`` for a trace of several runs."""
+    if len(runs) < 2:
+        return ""
+    counts: dict[str, int] = {}
+    for name in runs[1:]:
+        counts[name] = counts.get(name, 0) + 1
+    invoked = ", ".join(f"{name} invoked {n} time{'s' if n > 1 else ''}" for name, n in counts.items())
+    return f" ({len(runs)} runs: {runs[0]}, and {invoked})"
 
 
 def settings_file_for(output: str) -> str:

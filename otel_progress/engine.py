@@ -29,7 +29,7 @@ from typing import Any
 from .canonical import Digester
 from .config import Config
 from .escalation import handoff_note, nudge_text
-from .model import Detection, Level, Scope, ToolCall
+from .model import Compaction, Detection, Level, Scope, ToolCall
 from .pipeline import Pipeline, RunState, admit
 from .signals import RunSignatureSignal, Step, build_signals
 
@@ -55,6 +55,7 @@ class EngineStats:
     runs_evicted: int = 0
     traces_evicted: int = 0
     errors: int = 0
+    compactions: int = 0
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,8 @@ class ProgressEngine:
         With ``flush=True`` everything buffered for the run is released (the caller
         knows no other call of the run is in flight).
         """
+        if not call.executed:
+            return []  # a call that never ran (denied, awaiting approval): not a step
         try:
             with self._lock:
                 self.stats.calls += 1
@@ -270,6 +273,36 @@ class ProgressEngine:
         for trace_id, run_id in touched:
             out.extend(self.flush(trace_id, run_id))
         return out
+
+    def compaction(self, compaction: Compaction, *, now: float | None = None) -> list[Detection]:
+        """The run's context was compacted at ``compaction.time_ns`` (the agent replaced its
+        conversation by a summary): a boundary between its steps. The calls buffered for the
+        run that started before it are evaluated first (as steps before the boundary); then
+        the boundary (signals/compaction.py): the re-read after it is expected once, the
+        run's evidence is kept, and compactions in a row with nothing new between them are
+        a ``compaction_livelock``. Returns the detections; one reported twice (the same
+        ``span_id``) is counted once."""
+        try:
+            with self._lock:
+                trace = self._trace(compaction.trace_id, time.monotonic() if now is None else now)
+                run = trace.runs.get(compaction.run_id)
+                if run is None or (compaction.agent and not run.agent):
+                    run = self._run(trace, compaction.run_id, compaction.agent)
+                if compaction.span_id and not run.remember(compaction.span_id):
+                    run.duplicates += 1
+                    self.stats.duplicates += 1
+                    return []
+                out = self._release_before(run, compaction.time_ns)
+                self.stats.compactions += 1
+                det = self.pipeline.compaction(run, compaction)
+                if det is not None:
+                    self.stats.detections += 1
+                    out.append(det)
+                return out
+        except Exception:  # never raise into the caller
+            self.stats.errors += 1
+            _log.debug("otel-progress: compaction failed", exc_info=True)
+            return []
 
     def record_tokens(self, trace_id: str, run_id: str, tokens: int, *, now: float | None = None) -> None:
         """Add tokens a run's model calls consumed (from ``gen_ai.usage.*``)."""
@@ -426,6 +459,23 @@ class ProgressEngine:
             out.extend(self._evaluate(run, group))
         return out
 
+    def _release_before(self, run: RunState, time_ns: int) -> list[Detection]:
+        """Evaluate the buffered calls of the run that started at or before ``time_ns`` (all
+        of them when it is 0: unknown), as complete steps; later ones stay buffered."""
+        pending = run.pending
+        cut = len(pending)
+        if time_ns:
+            cut = 0
+            while cut < len(pending) and pending[cut].start_ns <= time_ns:
+                cut += 1
+        if not cut:
+            return []
+        later = pending[cut:]
+        del pending[cut:]
+        out = self._release(run, final=True)
+        pending.extend(later)
+        return out
+
     def _evaluate(self, run: RunState, group: list[ToolCall]) -> list[Detection]:
         """Evaluate one complete step (its calls in start order); its detection, if any."""
         head = group[0]
@@ -462,6 +512,11 @@ class ProgressEngine:
             return None
         trace.detections += 1
         trace.run_signature_state = signal.new_state()
+        if parent is not None and parent.first_detection_turn is None:
+            # the invoking run was told: what it spends from here on is wasted, as after
+            # a detection of its own
+            parent.first_detection_turn = turn
+            parent.first_detection_tokens = parent.tokens
         if trace.level >= Level.PARK:
             return None
         trace.level += 1

@@ -8,7 +8,6 @@ and digests, so they are safe to export with the detection.
 
 from __future__ import annotations
 
-import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -17,7 +16,6 @@ from .model import NOT_CAPTURED, Finding, Level
 
 __all__ = ["Attempt", "Attempts", "handoff_note", "nudge_text"]
 
-_BYTE_ORDER = sys.byteorder  # as array("q") lays out its items
 
 _HYPOTHESIS = (
     "Before calling another tool, write down what you believe is blocking progress and"
@@ -75,13 +73,9 @@ class Attempts:
         """Count one more run (and failure) of a call; a call not in the table is added,
         run once, with its shape (:func:`_shape`), forgetting the oldest past ``limit``."""
         tally = self._tally
-        data = tally.tobytes()
-        needle = call.to_bytes(8, _BYTE_ORDER, signed=True)
-        i = data.find(needle)
-        while i >= 0 and i % 24:  # only a digest slot counts, not bytes across slots
-            i = data.find(needle, i + 1)
-        if i >= 0:
-            i //= 8
+        digests = tally[::3]  # (an array of the digest slots: searched without a Python object per item)
+        if call in digests:
+            i = 3 * digests.index(call)
             tally[i + 1] += 1
             if failed:
                 tally[i + 2] += 1

@@ -27,7 +27,14 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from .config import Config, ConfigError
-from .processor import ENV_ANALYSIS, DetectionHook, ProgressSpanProcessor, analysis_mode
+from .processor import (
+    ENV_ANALYSIS,
+    ENV_DETECTION_EVENTS,
+    DetectionHook,
+    ProgressSpanProcessor,
+    analysis_mode,
+    detection_events_mode,
+)
 
 __all__ = ["ENTRY_POINT", "ProgressInstrumentor"]
 
@@ -37,7 +44,8 @@ _log = logging.getLogger(__name__)
 #: declarative file's ``instrumentation/development.python`` section).
 ENTRY_POINT = "progress"
 
-_PROCESSOR_OPTIONS = ("annotate_tool_spans", "annotate_agent_spans", "max_spans", "analysis", "max_queue_size")
+_PROCESSOR_OPTIONS = ("annotate_tool_spans", "annotate_agent_spans", "max_spans", "analysis", "max_queue_size",
+                      "detection_events")
 _SECTION = "instrumentation/development.python.progress"
 _ENV_HOOK = "OTEL_PROGRESS_ON_DETECTION"
 
@@ -87,7 +95,9 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``instrument()`` options (all optional): ``tracer_provider``, ``meter_provider``,
     ``on_detection`` (a callable or ``"module:function"``), ``annotate_tool_spans``,
     ``annotate_agent_spans``, ``max_spans``, ``analysis`` (``auto``, ``inline`` or
-    ``background``; ``OTEL_PROGRESS_ANALYSIS`` overrides it), ``max_queue_size``, ``config_file``, and any
+    ``background``; ``OTEL_PROGRESS_ANALYSIS`` overrides it), ``max_queue_size``, ``detection_events``
+    (``span``, ``log`` or ``both``; ``OTEL_PROGRESS_DETECTION_EVENTS`` overrides it), ``logger_provider``,
+    ``config_file``, and any
     engine setting (``window``, ``barren_threshold``, ``manifest_file``, ``manifest``,
     ``digest_key``, ...).
     """
@@ -127,6 +137,7 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         tracer_provider: Any = None,
         meter_provider: Any = None,
         on_detection: Any = None,
+        logger_provider: Any = None,
         **options: Any,
     ) -> None:
         processor_options = {k: options.pop(k) for k in _PROCESSOR_OPTIONS if k in options}
@@ -136,6 +147,7 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             "config": config,
             "on_detection": hook,
             "meter_provider": meter_provider,
+            "logger_provider": logger_provider,
         }
         for key in ("annotate_tool_spans", "annotate_agent_spans"):
             if key in processor_options:
@@ -152,6 +164,11 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             kwargs["analysis"] = analysis_mode()  # the variable, else auto
         else:
             kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
+        option = processor_options.get("detection_events")
+        if os.environ.get(ENV_DETECTION_EVENTS, "").strip() or option is None:
+            kwargs["detection_events"] = detection_events_mode()  # the variable, else both
+        else:
+            kwargs["detection_events"] = detection_events_mode(option, f"{_SECTION}: detection_events")
 
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         if not hasattr(provider, "add_span_processor"):

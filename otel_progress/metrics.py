@@ -13,7 +13,8 @@ ending with ``…``).
 name                           unit          attributes
 =============================  ============  ==============================================
 ``progress.detections``        {detection}   progress.reason, progress.level, progress.scope,
-                                             gen_ai.agent.name, gen_ai.tool.name
+                                             gen_ai.agent.name, gen_ai.tool.name (absent on
+                                             run-scope detections: no one tool)
 ``progress.wasted.turns``      {turn}        gen_ai.agent.name
 ``progress.wasted.tokens``     {token}       gen_ai.agent.name
 ``progress.processor.errors``  {error}       error.type
@@ -153,13 +154,15 @@ class ProgressMetrics:
 
     def detection(self, det: Detection) -> None:
         with contextlib.suppress(Exception):  # the SDK's counters do not raise; be sure
-            self.detections.add(1, {
+            attrs: dict[str, Any] = {
                 "progress.reason": det.reason.value,
                 "progress.level": int(det.level),
                 "progress.scope": det.scope.value,
                 "gen_ai.agent.name": self._agents(det.agent),
-                "gen_ai.tool.name": self._tools(det.tool) if det.tool else _UNKNOWN,
-            })
+            }
+            if det.tool:  # a run-scope detection is about sub-agent invocations, not one tool
+                attrs["gen_ai.tool.name"] = self._tools(det.tool)
+            self.detections.add(1, attrs)
 
     def wasted(self, agent: str | None, turns: int, tokens: int) -> None:
         with contextlib.suppress(Exception):

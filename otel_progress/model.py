@@ -10,9 +10,12 @@ from typing import Any
 from .limits import attribute_value
 
 __all__ = [
+    "COMPACTION_AUTO",
+    "COMPACTION_MANUAL",
     "EVENT_LIVELOCK",
     "EVENT_NO_PROGRESS",
     "NOT_CAPTURED",
+    "Compaction",
     "Detection",
     "Finding",
     "Level",
@@ -54,6 +57,7 @@ class Reason(enum.StrEnum):
     SIGNATURE_REPEAT = "signature_repeat"
     STALLED_MEASURE = "stalled_measure"
     ERROR_RECURRENCE = "error_recurrence"
+    COMPACTION_LIVELOCK = "compaction_livelock"
 
     def __str__(self) -> str:
         return self.value
@@ -61,7 +65,10 @@ class Reason(enum.StrEnum):
     @property
     def event(self) -> str:
         """The span event name this reason is reported under."""
-        return EVENT_LIVELOCK if self is Reason.SIGNATURE_REPEAT else EVENT_NO_PROGRESS
+        return EVENT_LIVELOCK if self in _LIVELOCKS else EVENT_NO_PROGRESS
+
+
+_LIVELOCKS = frozenset({Reason.SIGNATURE_REPEAT, Reason.COMPACTION_LIVELOCK})
 
 
 class Level(enum.IntEnum):
@@ -102,6 +109,9 @@ class ToolCall:
     results are never inferred from it, a differing one still counts as new) or
     ``"names"`` (arguments and result are ignored: only error recurrence applies).
     ``result_truncated`` marks a result that is a truncated preview at any level.
+    ``executed`` is ``False`` for a call that never ran (denied or still awaiting approval
+    before execution, ``gen_ai.tool.call.decision``): the engine ignores it, so it is
+    neither a repeat nor a failure of the tool.
     """
 
     name: str
@@ -129,11 +139,48 @@ class ToolCall:
     tokens: int = 0
     evidence_level: str = "full"
     result_truncated: bool = False
+    executed: bool = True
 
     @property
     def captured(self) -> bool:
         """Whether the call carried arguments or a result to compare."""
         return self.arguments is not NOT_CAPTURED or self.result is not NOT_CAPTURED
+
+
+#: ``Compaction.trigger``: the agent compacted on its own (its context was nearly full).
+COMPACTION_AUTO = "auto"
+#: ``Compaction.trigger``: a user asked for it (``/compact``, ``/compress``).
+COMPACTION_MANUAL = "manual"
+
+
+@dataclass(slots=True)
+class Compaction:
+    """One compaction of an agent run's context: the agent replaced its conversation so far
+    by a summary (``claude_code.compaction``, ``gemini_cli.chat_compression``, the first
+    model span marked ``gen_ai.conversation.compacted``). Only a compaction that took place
+    is one: a failed attempt left the context as it was.
+
+    Attributes:
+        trace_id, run_id: the run, as for :class:`ToolCall`.
+        time_ns: when it happened (Unix ns): calls that started before it are before it.
+        trigger: :data:`COMPACTION_AUTO`, :data:`COMPACTION_MANUAL`, or ``None`` (unknown).
+        tokens_before, tokens_after: the context's size in tokens before and after, when
+            the agent says.
+        span_id: the id of the record or span that reported it (a redelivered one is
+            counted once; a detection on it is reported there).
+        source: what reported it (``claude_code.compaction``, ...), for documentation.
+        agent: the agent's name, when known.
+    """
+
+    trace_id: str = ""
+    run_id: str = ""
+    time_ns: int = 0
+    trigger: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    span_id: str = ""
+    source: str = ""
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

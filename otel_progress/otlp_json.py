@@ -5,6 +5,14 @@ OTLP/JSON differs from protobuf's default JSON mapping: trace and span ids are h
 strings, enums may be integers, and 64-bit integers are strings. Ids that arrive in
 base64 are converted to hex as well. Nothing here raises on a malformed span: what
 cannot be read is reported through :class:`ReadProblem` and skipped.
+
+Lines are parsed with orjson; a line orjson refuses is given to the standard library's
+``json`` (which accepts what orjson does not: ``NaN``, lone surrogates, UTF-16, numbers
+beyond a double), so what is read is what ``json`` alone reads, with one difference: an
+integer beyond the 64-bit range written as a JSON number (OTLP cannot carry one: its
+integers are 64-bit) reads as the nearest float. The converters take the JSON parser's
+plain ``dict`` / ``list`` / ``str`` first and fall back to the general ``Mapping`` checks
+for other inputs.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson
+
+from .conventions import MARKER_KEYS, MARKER_NAME_PREFIXES
 from .spans import SpanRecord
 
 __all__ = [
@@ -34,7 +45,6 @@ __all__ = [
     "spans_from_request",
 ]
 
-_HEX = frozenset("0123456789abcdefABCDEF")
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
 
 
@@ -60,9 +70,13 @@ def _hex_id(value: Any, size: int) -> tuple[str, bool]:
         return "", True
     if not isinstance(value, str):
         return _show(value)[:64], False
-    if len(value) == size * 2 and set(value) <= _HEX:
-        text = value.lower()
-        return text, text.strip("0") != ""
+    if len(value) == size * 2:
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raw = b""
+        if len(raw) == size:  # exactly size * 2 hex digits (fromhex skips whitespace)
+            return raw.hex(), any(raw)
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -82,6 +96,13 @@ def _show(value: Any) -> str:
 
 
 def _int(value: Any) -> int:
+    if type(value) is str and len(value) <= 40:  # the OTLP/JSON form of a 64-bit integer
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    elif type(value) is int:
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float):
@@ -114,6 +135,8 @@ def _float(value: Any) -> Any:
 
 
 def _string(value: Any) -> Any:
+    if type(value) is str:
+        return value
     return value if isinstance(value, str) else (None if value is None else _show(value))
 
 
@@ -125,6 +148,7 @@ def _bool(value: Any) -> Any:
     return None
 
 
+_ABSENT = object()
 _SCALARS = (("stringValue", _string), ("boolValue", _bool), ("intValue", _int), ("doubleValue", _float))
 _MAX_DEPTH = 32
 
@@ -136,6 +160,10 @@ def any_value(value: Any, _depth: int = 0) -> Any:
     ``intValue`` that is not a whole number 0, a ``stringValue`` that is not a string its
     JSON text, an ``arrayValue`` that is not an array ``[]``), and nesting deeper than 32
     levels is cut off (``None``)."""
+    if type(value) is dict:
+        text = value.get("stringValue", _ABSENT)  # the usual value (and the first key looked for)
+        if text is not _ABSENT:
+            return text if type(text) is str else _string(text)
     if not isinstance(value, Mapping):
         return value if value is None or isinstance(value, (str, int, float, bool)) else None
     if _depth > _MAX_DEPTH:
@@ -170,9 +198,32 @@ def _attributes(items: Any) -> dict[str, Any]:
     if not isinstance(items, list):
         return out
     for item in items:
+        if type(item) is dict:
+            key = item.get("key")
+            if type(key) is str:
+                out[key] = any_value(item.get("value"))
+                continue
         if isinstance(item, Mapping) and isinstance(item.get("key"), str):
             out[item["key"]] = any_value(item.get("value"))
     return out
+
+
+def _keys(items: Any) -> Iterator[str]:
+    """The keys of an OTLP/JSON attribute list (those :func:`_attributes` keeps), without
+    converting the values."""
+    if isinstance(items, list):
+        for item in items:
+            if isinstance(item, Mapping):
+                key = item.get("key")
+                if isinstance(key, str):
+                    yield key
+
+
+def _is_candidate(name: str, attributes: Any) -> bool:
+    """Whether a span with this name and OTLP/JSON attribute list may be a tool, agent or
+    model call: :func:`otel_progress.conventions.is_candidate` (a marker key or a marker
+    name prefix), decided without converting any attribute value."""
+    return name.startswith(MARKER_NAME_PREFIXES) or not MARKER_KEYS.isdisjoint(_keys(attributes))
 
 
 def encode_any_value(value: Any) -> dict[str, Any]:
@@ -211,6 +262,7 @@ def spans_from_request(
     *,
     source: str = "",
     line: int = 0,
+    lean: bool = False,
 ) -> Iterator[SpanRecord]:
     """The spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in OTLP/JSON.
 
@@ -218,7 +270,12 @@ def spans_from_request(
     part of the wrong JSON type is skipped, and a span with a malformed id (not hex or
     base64 of the right length, or all zero) is kept under the id as written; each such
     finding is appended to ``problems`` (if given) as a :class:`ReadProblem` at
-    ``source``:``line``."""
+    ``source``:``line``.
+
+    ``lean``: a span that no convention can read (no marker key among its attribute keys,
+    no marker name prefix: :func:`otel_progress.conventions.is_candidate`) is read without
+    its attributes and events, which nothing reads on such a span (it still places its
+    children in their runs); its attribute values are never converted."""
     if not isinstance(request, Mapping):
         raise ValueError("not a JSON object")
     resource_spans = request.get("resourceSpans", request.get("resource_spans"))
@@ -239,7 +296,7 @@ def spans_from_request(
                 if not isinstance(span, Mapping):
                     continue
                 try:
-                    record = _span(span, problems, source, line, resource_attrs)
+                    record = _span(span, problems, source, line, resource_attrs, lean)
                 except Exception as exc:  # never expected (the readers are total): skip the span, say so
                     if problems is not None:
                         problems.append(ReadProblem(source, line, f"span could not be read ({type(exc).__name__});"
@@ -250,36 +307,39 @@ def spans_from_request(
 
 
 def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: str, line: int,
-          resource: Mapping[str, Any] | None = None) -> SpanRecord | None:
-    trace_id, trace_ok = _hex_id(span.get("traceId"), 16)
-    span_id, span_ok = _hex_id(span.get("spanId"), 8)
-    parent_id, parent_ok = _hex_id(span.get("parentSpanId"), 8)
+          resource: Mapping[str, Any] | None = None, lean: bool = False) -> SpanRecord | None:
+    get = span.get
+    trace_id, trace_ok = _hex_id(get("traceId"), 16)
+    span_id, span_ok = _hex_id(get("spanId"), 8)
+    parent_id, parent_ok = _hex_id(get("parentSpanId"), 8)
     if problems is not None and not (trace_ok and span_ok and parent_ok):
-        bad = [f"{key} {_show(span.get(key))}" for key, ok in
+        bad = [f"{key} {_show(get(key))}" for key, ok in
                (("traceId", trace_ok), ("spanId", span_ok), ("parentSpanId", parent_ok)) if not ok]
         problems.append(ReadProblem(source, line, f"malformed {', '.join(bad)} (expected hex or base64 of"
                                                   " 16/8 bytes, not all zero); the span is kept under that id"))
-    status = span.get("status")
-    if not isinstance(status, Mapping):
-        status = {}
+    status = get("status")
+    if status and (type(status) is dict or isinstance(status, Mapping)):
+        message = status.get("message", "")
+        message = str(_string(message) or "") if message is not None else ""
+        error = _hashable(status.get("code")) in _STATUS_ERROR
+    else:  # absent, empty, or not an object
+        message, error = "", False
+    name = get("name", "")
+    name = name if type(name) is str and name else str(_string(name) or "")
+    items = get("attributes")
+    start, end = _int(get("startTimeUnixNano")), _int(get("endTimeUnixNano"))
+    if resource is None:
+        resource = {}
+    if lean and not _is_candidate(name, items):
+        return SpanRecord(trace_id, span_id, parent_id, name, start, end, {}, error, message, [], resource)
     events = []
-    for ev in _list(span.get("events")):
-        if isinstance(ev, Mapping):
-            events.append((str(_string(ev.get("name", "")) or ""), _attributes(ev.get("attributes"))))
-    message = status.get("message", "")
-    return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_id=parent_id,
-        name=str(_string(span.get("name", "")) or ""),
-        start_ns=_int(span.get("startTimeUnixNano")),
-        end_ns=_int(span.get("endTimeUnixNano")),
-        attributes=_attributes(span.get("attributes")),
-        error=_hashable(status.get("code")) in _STATUS_ERROR,
-        status_message=str(_string(message) or "") if message is not None else "",
-        events=events,
-        resource=resource if resource is not None else {},
-    )
+    raw_events = get("events")
+    if raw_events:
+        for ev in _list(raw_events):
+            if isinstance(ev, Mapping):
+                events.append((str(_string(ev.get("name", "")) or ""), _attributes(ev.get("attributes"))))
+    return SpanRecord(trace_id, span_id, parent_id, name, start, end, _attributes(items), error, message, events,
+                      resource)
 
 
 def _hashable(value: Any) -> Any:
@@ -326,13 +386,22 @@ def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
         yield size
 
 
+def loads(raw: bytes) -> Any:
+    """One JSON document: orjson, else the standard library (what orjson refuses and
+    ``json`` accepts, with ``json``'s error message for what neither accepts)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def _is_export(raw: bytes) -> Any:
     """The parsed line if it is a whole trace or logs export on its own, else None."""
     text = raw.strip()
     if not text.startswith(b"{") or b"esource" not in text[:64]:
         return None
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except (ValueError, RecursionError):
         return None
     keys = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
@@ -386,7 +455,7 @@ def iter_documents(
         if not raw_line.strip():
             continue
         try:
-            doc = json.loads(raw_line)
+            doc = loads(raw_line)
         except (ValueError, RecursionError) as exc:
             if first and raw_line.lstrip()[:1] in (b"{", b"["):
                 pending.append(raw_line)  # maybe a pretty-printed single document
@@ -446,7 +515,7 @@ def _flush_pending(pending: list[bytes], source: str, start: int) -> Iterator[tu
         if not raw_line.strip():
             continue
         try:
-            yield i, json.loads(raw_line)
+            yield i, loads(raw_line)
         except (ValueError, RecursionError) as exc:
             yield ReadProblem(source, i, f"not valid JSON ({_short(exc)}); line skipped")
 

@@ -25,18 +25,22 @@ from .content import (
     Field,
     ResultMemory,
     command_of,
-    has_opaque,
     is_ack,
     is_deliberate_wait,
     is_empty,
     is_silent,
     may_be_waiting,
+    opaque_fields,
     without,
 )
 from .escalation import Attempts, handoff_note, nudge_text
-from .model import NOT_CAPTURED, Detection, Finding, Level, Scope, ToolCall
+from .generic import bare_acknowledgement, uninformative_failure
+from .location import location_of
+from .model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
+from .opaque import OpaqueText
 from .signals import CallFacts, Signal, Step
 from .signals.base import holds
+from .views import Views
 
 __all__ = ["Pipeline", "RunState"]
 
@@ -48,6 +52,12 @@ _SEEN_IDS = 24
 _MAX_ATTEMPTS = 5
 _MAX_TOOLS = 1024  # tool names whose derived facts Pipeline._tool keeps
 _MAX_TOOLS_PER_RUN = 32  # tools whose last request a run remembers
+_MEMO_TEXT = 8192  # argument texts and plain-text results up to this size are remembered
+_MEMO_ENTRIES = 1024  # ... this many of each
+_MEMO_JSON = 4096  # JSON results of a tool whose results are always stripped, up to this size ...
+_MEMO_JSON_ENTRIES = 256  # ... this many (they are kept parsed)
+_MAX_LEARN_KEYS = 32  # results with more top-level keys are never learned from (content.ResultMemory)
+_TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may decode (not plain text)
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
@@ -59,7 +69,7 @@ def _weakest_level(calls: Sequence[ToolCall]) -> str | None:
     (a detection then carries no ``progress.evidence_level``)."""
     levels = {_ARGUMENTS if c.result_truncated and c.evidence_level == _FULL else c.evidence_level
               for c in calls}
-    if levels == {_FULL}:
+    if levels == {_FULL} or not levels:  # (none: a compaction's detection, see Pipeline.compaction)
         return None
     if _NAMES in levels:
         return _NAMES
@@ -131,6 +141,7 @@ class RunState:
         "late",
         "level",
         "memory",
+        "opaque",
         "pending",
         "pipeline",
         "plan_advanced",
@@ -146,6 +157,7 @@ class RunState:
         "tokens",
         "trace",
         "turn",
+        "views",
         "watermark_ns",
     )
 
@@ -175,6 +187,8 @@ class RunState:
         self.duplicates = 0
         self.attempts = Attempts()
         self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.views: Views | None = None  # what each location showed (made when first needed)
+        self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
         # An epoch ends once the run has both changed the world (a write, a new command
         # that succeeded silently, an acknowledged new request) and admitted a result it
@@ -233,7 +247,13 @@ class Pipeline:
         # The signals' evaluate methods, bound once (run_step calls each of them per step).
         self._evaluators = tuple(s.evaluate for s in self.signals)
         self._epoch_signals = tuple(i for i, s in enumerate(self.signals) if s.uses_epochs)
+        self._boundary_signals = tuple(i for i, s in enumerate(self.signals) if s.uses_boundaries)
         self._tools: dict[str, _Tool] = {}
+        # What argument texts (per tool) and plain-text results alone determine, for the
+        # texts seen recently (bounded: emptied when full; see _request, _text_result).
+        self._requests: dict[tuple[str, str], tuple[Any, str | None, int, int | None, bool]] = {}
+        self._texts: dict[str, tuple[int, bool, bool, bool]] = {}
+        self._json_results: dict[str, tuple[bytes, Any]] = {}
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
             partial(may_be_waiting, waiting=waiting) if config.implicit_waits else None
@@ -272,19 +292,22 @@ class Pipeline:
             arguments = result = NOT_CAPTURED
         partial = result is not NOT_CAPTURED and (level == _ARGUMENTS or call.result_truncated)
         has_args = arguments is not NOT_CAPTURED and arguments is not None
-        command: str | None = None
         if has_args:
-            args = parse_json_value(arguments)
-            try:  # d.arguments(args), without its second look at the already parsed value
-                args_bytes = orjson.dumps(args, option=_SORT)
-            except TypeError:  # (orjson.JSONEncodeError is one)
-                args_bytes = d.arguments(args)
-            if type(args) is dict:
-                command = command_of(args)
+            if type(arguments) is str and len(arguments) <= _MEMO_TEXT:
+                memo = self._requests
+                request = memo.get((name, arguments))
+                if request is None:
+                    request = self._request(name, arguments, call_prefix, action_prefix)
+                    if len(memo) >= _MEMO_ENTRIES:
+                        memo.clear()
+                    memo[(name, arguments)] = request
+            else:
+                request = self._request(name, arguments, call_prefix, action_prefix)
+            args, command, call_digest, args_action, waits = request
         else:
-            args = None
-            args_bytes = b""
-        call_digest = d.digest(call_prefix + args_bytes)
+            args = command = args_action = None
+            waits = False
+            call_digest = d.digest(call_prefix)
         repeated = False
         if run is not None:
             requests = run.last_requests
@@ -299,6 +322,8 @@ class Pipeline:
         silent = False
         ack = False
         incidental = False
+        located = None
+        looked = False  # (whether the result's location was looked for already)
         if (type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not wait_tool
                 and not repeated):
             # A long JSON result of a tool without volatile fields, with no waiting status
@@ -308,61 +333,169 @@ class Pipeline:
             result_digest = d.raw_result(result, name, self._may_be_waiting)
             if result_digest is not None:
                 empty = False
-        if result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
-            result_bytes, parsed = d.result(result, name)
-            if run is not None and type(parsed) is dict and not call.error and parsed and (
-                    run.memory is not None or has_opaque(parsed)):
-                result_bytes = self._learned(self.memory(run), name, call_digest, parsed, result_bytes)
-            result_digest = d.local(result_bytes)
-            empty = is_empty(parsed)
-            silent = empty and is_silent(parsed)
-            ack = not call.error and not empty and is_ack(parsed)
-            if run is not None and not empty and not call.error and (
-                    type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
-                incidental = self.memory(run).reworded(name, call_digest, parsed)
+        if (result_digest is None and type(result) is str and len(result) <= _MEMO_TEXT and result
+                and result[:1] not in _TEXT_OPEN):
+            # Plain text (it cannot open a JSON document): what it says is a function of the
+            # text alone, computed once for a text that came back before.
+            memo = self._texts
+            text_facts = memo.get(result)
+            if text_facts is None:
+                text_facts = self._text_result(result)
+                if len(memo) >= _MEMO_ENTRIES:
+                    memo.clear()
+                memo[result] = text_facts
+            result_digest, empty, silent, acked = text_facts
+            parsed = result
+            ack = acked and not call.error
+            if run is not None and not call.error:
+                same_as = self._opaque_text(run, name, call_digest, result)
+                if same_as is not None:
+                    result_digest = self._text_result(same_as)[0]
+            if run is not None and not empty and not call.error:
+                located = location_of(args, parsed, command is not None)
+                looked = True
+                if located is None or not located.view:  # (a view is judged at its location)
+                    incidental = self.memory(run).reworded(name, call_digest, parsed)
+        elif result_digest is None and result is not NOT_CAPTURED and not (call.error and result is None):
+            result_digest, parsed, empty, silent, ack, incidental = self._result(call, run, name, call_digest, result)
+        # Where the answer comes from (a page, a file, a position): an answer there that
+        # shows nothing new stands for what the location showed (views.py).
+        place: int | None = None
+        if run is not None and result_digest is not None and not empty and not call.error:
+            if not looked:
+                located = location_of(args, parsed, command is not None)
+            if located is not None:
+                views = run.views
+                if views is None:
+                    views = run.views = Views()
+                result_digest, place = views.observe(located, call_digest, parsed, result_digest)
         error: int | None = None
         if call.error:
             message = call.error_message
             text = error_signature_text(name, call.error_type, message)
-            if not (message or "").strip():
-                # A failure with no message: the request is all that tells it from other
-                # silent failures of the tool (each failing command its own signature).
+            if uninformative_failure(message, call.error_type, name):
+                # A failure whose message says nothing about it (none, "Shell command
+                # failed", "timed out"): the request is all that tells it from other
+                # failures of the tool (each failing command its own signature), and an
+                # answer that only repeats the message is no evidence of anything.
                 text += "|" + str(call_digest)
+                if result_digest is not None and (silent or type(parsed) is not str or parsed.strip() == (
+                        message or "").strip()):
+                    incidental = True
             error = d.text(text)
+        # An argument-free request (go_back, next, scroll, undo) answered by a bare
+        # acknowledgement ("Navigated back") that names no location moved something each
+        # time: never the same step as another, a change of the world (generic.py).
+        navigation = (has_args and not args and place is None and not call.error and type(parsed) is str
+                      and bare_acknowledgement(parsed))
         # The turn key: the request and what came back. A failed call has no key: a retry
         # after a transient error is legitimate; repeated failures are judged by the
         # error-recurrence and state-signature signals instead.
         key: int | None = None
-        if result_digest is not None and not call.error:
+        if result_digest is not None and not call.error and not navigation:
             key = hash((call_digest, result_digest)) & _MASK
         action = None
-        if self._want_action and (has_args or result_digest is not None):
-            # The normalised action, for the state signature. Its digest only tells actions
-            # apart inside this run, so it is process-local; the signature exported with a
-            # detection is recomputed from keyed BLAKE3 digests (exported_signature).
+        if self._want_action and (has_args or result_digest is not None) and not navigation:
+            # The normalised action, for the state signature (see _request).
             if action_prefix is None:
-                action_prefix = name.strip().lower().encode("utf-8") + b":"  # raises, as below would
-            if not has_args:
-                # normalise_action(name, None): folding leaves None as it is.
-                normalised = action_prefix + b"null"
-            elif type(arguments) is str and folds_to_itself(args_bytes):
-                # Arguments decoded from JSON text that folding would not change: their
-                # canonical bytes are already the folded form (see folds_to_itself).
-                normalised = action_prefix + args_bytes
-            else:
-                normalised = normalise_action(name, args)
-            action = hash(normalised) & _MASK  # d.local(normalised)
-        waits = command is not None and is_deliberate_wait(command)
-        world = False
+                action_prefix = name.strip().lower().encode("utf-8") + b":"  # raises, as normalising would
+            # (no arguments: normalise_action(name, None), folding leaves None as it is)
+            action = args_action if has_args else hash(action_prefix + b"null") & _MASK
+        world = navigation
         if not call.error and run is not None:
             if command is not None:
                 world = self.memory(run).new_command(call_digest) and silent
             elif ack:
-                world = not repeated
+                world = world or not repeated
         # (positional, in CallFacts' field order: cheaper than keywords on this path)
-        return CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
-                         call.span_id, command is not None, silent, world, repeated,
-                         waits and not call.error, waits, incidental, partial)
+        facts = CallFacts(name, key, call_digest, result_digest, parsed, empty, ack, error, action, args,
+                          call.span_id, command is not None, silent, world, repeated,
+                          waits and not call.error, waits, incidental, partial)
+        if place is not None:
+            facts.place = place
+        return facts
+
+    @staticmethod
+    def _opaque_text(run: RunState, name: str, request: int, text: str) -> str | None:
+        """The text to digest in place of a plain-text answer whose tool was learned to
+        carry opaque tokens in it (opaque.py), or None."""
+        opaque = run.opaque
+        if opaque is None:
+            opaque = run.opaque = OpaqueText()
+        return opaque.text_to_digest(name, request, text)
+
+    def _request(self, name: str, arguments: Any, call_prefix: bytes,
+                 action_prefix: bytes | None) -> tuple[Any, str | None, int, int | None, bool]:
+        """What a call's arguments alone determine (:meth:`facts` keeps it for argument
+        texts that came back before: agents repeat themselves): the parsed arguments, the
+        command they carry, the request digest (name and canonical arguments), the digest
+        of the normalised action (None when the state signature is off, or the name cannot
+        be normalised: :meth:`facts` then fails where it needs it) and whether the command
+        waits on purpose."""
+        args = parse_json_value(arguments)
+        try:  # d.arguments(args), without its second look at the already parsed value
+            args_bytes = orjson.dumps(args, option=_SORT)
+        except TypeError:  # (orjson.JSONEncodeError is one)
+            args_bytes = self.digester.arguments(args)
+        command = command_of(args) if type(args) is dict else None
+        action: int | None = None
+        if self._want_action and action_prefix is not None:
+            # Its digest only tells actions apart inside this run, so it is process-local
+            # (d.local); the signature exported with a detection is recomputed from keyed
+            # BLAKE3 digests (exported_signature).
+            if type(arguments) is str and folds_to_itself(args_bytes):
+                # Arguments decoded from JSON text that folding would not change: their
+                # canonical bytes are already the folded form (see folds_to_itself).
+                action = hash(action_prefix + args_bytes) & _MASK
+            else:
+                action = hash(normalise_action(name, args)) & _MASK
+        waits = command is not None and is_deliberate_wait(command)
+        return args, command, self.digester.digest(call_prefix + args_bytes), action, waits
+
+    def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,
+                result: Any) -> tuple[int, Any, bool, bool, bool, bool]:
+        """The facts of a result that is not plain text known to :meth:`facts`: its digest
+        (without volatile and learned fields), the parsed result, whether it is empty,
+        silent, a bare acknowledgement, and whether it rewords the tool's previous answer
+        to ``request``."""
+        d = self.digester
+        if type(result) is str and len(result) <= _MEMO_JSON and d.strips(name):
+            # The tool's results always lose their volatile keys: the canonical form is then
+            # a function of the text alone, kept for a text seen recently.
+            memo = self._json_results
+            canonical = memo.get(result)
+            if canonical is None:
+                canonical = d.result(result, name)
+                if len(memo) >= _MEMO_JSON_ENTRIES:
+                    memo.clear()
+                memo[result] = canonical
+            result_bytes, parsed = canonical
+        else:
+            result_bytes, parsed = d.result(result, name)
+        error = call.error
+        if run is not None and type(parsed) is dict and not error and parsed:
+            opaque = opaque_fields(parsed) if len(parsed) <= _MAX_LEARN_KEYS else None
+            if run.memory is not None or opaque:  # (has_opaque(parsed), computed once)
+                result_bytes = self._learned(self.memory(run), name, request, parsed, result_bytes, opaque)
+        elif run is not None and type(parsed) is str and not error:
+            same_as = self._opaque_text(run, name, request, parsed)  # (plain text with opaque tokens)
+            if same_as is not None:
+                result_bytes = d.result(same_as, name)[0]
+        empty = is_empty(parsed)
+        incidental = False
+        if run is not None and not empty and not error and (
+                type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
+            incidental = self.memory(run).reworded(name, request, parsed)
+        return (d.local(result_bytes), parsed, empty, empty and is_silent(parsed),
+                not error and not empty and is_ack(parsed), incidental)
+
+    def _text_result(self, text: str) -> tuple[int, bool, bool, bool]:
+        """What a plain-text result alone determines: its digest, whether it is empty,
+        silent, and a bare acknowledgement (the text path of :meth:`Digester.result` and
+        the content checks, as :meth:`facts` applies them)."""
+        result_bytes, parsed = self.digester.result(text)
+        empty = is_empty(parsed)
+        return self.digester.local(result_bytes), empty, empty and is_silent(parsed), not empty and is_ack(parsed)
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:
@@ -373,15 +506,16 @@ class Pipeline:
         return memory
 
     def _learned(self, memory: ResultMemory, name: str, request: int, parsed: dict[str, Any],
-                 result_bytes: bytes) -> bytes:
+                 result_bytes: bytes, opaque: dict[Field, Any] | None = None) -> bytes:
         """The canonical bytes of a JSON-object result without the fields learned volatile
-        for its tool (learning from this result first)."""
+        for its tool (learning from this result first; ``opaque``: its opaque fields, when
+        already known)."""
         d = self.digester
 
         def rest(fields: frozenset[Field]) -> int:
             return d.local(d.result(without(parsed, fields), name)[0])
 
-        memory.learn(name, request, parsed, rest)
+        memory.learn(name, request, parsed, rest, opaque)
         if memory.learned and name in memory.learned:
             return d.result(memory.strip(name, parsed), name)[0]
         return result_bytes
@@ -545,6 +679,19 @@ class Pipeline:
             for i in self._epoch_signals:
                 run.states[i] = self.signals[i].epoch_ended(run.states[i])
         return None if finding is None else self.escalate(run, step, finding)
+
+    def compaction(self, run: RunState, compaction: Compaction) -> Detection | None:
+        """The run's context was compacted after its steps so far (signals/compaction.py);
+        the detection to announce, if any (on the compaction's record or span)."""
+        finding = None
+        for i in self._boundary_signals:
+            found = self.signals[i].boundary(run.states[i], run, compaction)
+            finding = finding or found
+        if finding is None:
+            return None
+        at = compaction.time_ns
+        step = Step(run.turn, (), (), None, "", at, at, compaction.span_id, run.tokens)
+        return self.escalate(run, step, finding)
 
     def escalate(self, run: RunState, step: Step, finding: Finding) -> Detection | None:
         """Turn a finding into a detection with its level, and reset the signals."""

@@ -22,11 +22,12 @@ from .analyse import TraceReport, run_rows
 from .config import Config, ConfigError
 from .conventions import is_group_key
 from .engine import ProgressEngine
+from .logs import event_names
 from .logs.adapters import is_logs_document, records_from_request
 from .otlp_json import MAX_DOCUMENT_BYTES, ReadProblem, iter_documents, open_input, spans_from_request
 from .runs.assembly import AssembledTrace, TraceAssembler
 from .runs.groups import HeldGroups
-from .runs.logruns import LogRunTracker, RunEnd
+from .runs.logruns import SESSION_END_EVENTS, LogRunTracker, RunEnd
 from .runs.model import RunModel
 from .runs.replay import replay_trace
 
@@ -47,6 +48,9 @@ EXIT_DETECTED = 1
 EXIT_ERROR = 2
 #: An internal error (a bug): reported in one line, never as a traceback.
 EXIT_INTERNAL = 3
+
+# the records a log reader reads, and the session ends (the others are read lean)
+_LOG_EVENT_NAMES = event_names() | SESSION_END_EVENTS
 
 #: Spans held at once while traces are assembled; past it traces are analysed early.
 MAX_HELD_SPANS = 200_000
@@ -237,7 +241,7 @@ class _Scan:
         problems: list[ReadProblem] = []
         try:
             records = list(records_from_request(doc, problems, source=source, line=line,
-                                                start_index=self.log_index))
+                                                start_index=self.log_index, names=_LOG_EVENT_NAMES))
         except (ValueError, TypeError) as exc:
             result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
             return False
@@ -268,7 +272,7 @@ class _Scan:
         result = self.result
         problems: list[ReadProblem] = []
         try:
-            spans = list(spans_from_request(doc, problems, source=source, line=line))
+            spans = list(spans_from_request(doc, problems, source=source, line=line, lean=True))
         except (ValueError, TypeError) as exc:
             result.problem(ReadProblem(source, line, f"{exc}; skipped"), "json")
             return -1
@@ -351,7 +355,7 @@ class _Scan:
                     if isinstance(item, ReadProblem) or item[0] not in lines:
                         continue
                     try:
-                        spans = list(spans_from_request(item[1]))
+                        spans = list(spans_from_request(item[1], lean=True))
                     except (ValueError, TypeError):
                         continue
                     for span in spans:
@@ -454,11 +458,14 @@ def _format_table(result: ScanResult, out: TextIO) -> None:
     out.write(f"\nRuns: {len(runs)} ({sum(1 for r in runs if r.detections)} with detections)"
               f" in {traces} traces, {result.spans} spans{logs}\n")
     if runs:
-        out.write(f"{'TRACE':<32}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
+        # RUN: the agent invocation's span id (runs of one trace differ there); '-' for a
+        # coding agent's run, whose run key is in TRACE
+        out.write(f"{'TRACE':<32}  {'RUN':<16}  {'AGENT':<16}  {'TURNS':>5}  {'TOKENS':>8}  {'DETECT':>6}  "
                   f"{'FIRST':>5}  {'WASTED TURNS':>12}  {'WASTED TOKENS':>13}\n")
-        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id)):
+        for r in sorted(runs, key=lambda r: (-r.wasted_tokens, -r.wasted_turns, r.trace_id, r.run_id)):
             first = "-" if r.first_detection_turn is None else str(r.first_detection_turn)
-            out.write(f"{r.trace_id:<32}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
+            run = "-" if r.run_id == r.trace_id or not r.run_id else r.run_id[:16]
+            out.write(f"{r.trace_id:<32}  {run:<16}  {(r.agent or '-')[:16]:<16}  {r.turns:>5}  {r.tokens:>8}  "
                       f"{len(r.detections):>6}  {first:>5}  {r.wasted_turns:>12}  {r.wasted_tokens:>13}\n")
 
 

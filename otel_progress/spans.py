@@ -6,8 +6,9 @@ OTLP/JSON span) into a :class:`SpanRecord`; everything after that is shared:
 :func:`classify` says what a span is, :func:`read_tool_call` builds the engine's
 :class:`~otel_progress.model.ToolCall`, :func:`read_tokens` reads model token usage,
 :func:`agent_name` names an agent span, :func:`run_group` finds the client run of a tool
-call that has no agent span, and :class:`Lineage` resolves which agent run and plan node a
-span belongs to.
+call that has no agent span, :class:`Lineage` resolves which agent run and plan node a
+span belongs to, and :class:`CompactionMarks` finds the compactions of a run in its model
+spans.
 
 The conventions themselves (OpenTelemetry GenAI, OpenInference, OpenLLMetry, MCP, Pydantic
 AI, Strands, Google ADK, LlamaIndex through OpenLLMetry) are one module each in
@@ -20,6 +21,8 @@ from collections import OrderedDict
 from typing import Any
 
 from .conventions import (
+    COMPACTED_CONTEXT,
+    COMPACTION,
     MARKER_KEYS,
     MARKER_NAME_PREFIXES,
     SpanKind,
@@ -29,15 +32,17 @@ from .conventions import (
     group_key,
     is_candidate,
     own_trace,
+    read_compaction,
     read_tokens,
     read_tool,
 )
 from .conventions.base import as_number, as_text
-from .model import NOT_CAPTURED, ToolCall
+from .model import NOT_CAPTURED, Compaction, ToolCall
 
 __all__ = [
     "MARKER_KEYS",
     "MARKER_NAME_PREFIXES",
+    "CompactionMarks",
     "Lineage",
     "SpanKind",
     "SpanRecord",
@@ -141,6 +146,7 @@ def read_tool_call(
         obligations=_ids(a.get("progress.obligations")),
         blocked_on=_str(a.get("progress.blocked_on")),
         result_truncated=content.truncated,
+        executed=content.executed,
     )
 
 
@@ -253,3 +259,35 @@ class Lineage:
         if entry is None:
             return ""
         return self.resolve(entry[0])[0]
+
+
+_MAX_MARKED_RUNS = 4096
+
+
+class CompactionMarks:
+    """The compactions of runs, from their model spans in the order they start: a span
+    that is a compaction (Claude Code's summarising ``llm_request``) is one; so is the first
+    span working on a compacted context (``gen_ai.conversation.compacted``) after a model
+    span of the run that was not (an instrumentation that marks every later span gives one
+    boundary; one that marks the first span after each compaction gives one each). Bounded:
+    the latest 4,096 runs are remembered (a forgotten run's next marked span is no boundary,
+    which can only miss one)."""
+
+    __slots__ = ("_compacted",)
+
+    def __init__(self) -> None:
+        self._compacted: OrderedDict[tuple[str, str], bool] = OrderedDict()  # run -> its last model span's mark
+
+    def at(self, span: SpanRecord, trace_id: str, run_id: str, agent: str | None = None) -> Compaction | None:
+        """The compaction a model span of the run marks (at its start), or ``None``."""
+        mark = read_compaction(span)
+        key = (trace_id, run_id)
+        previous = self._compacted.pop(key, None)
+        self._compacted[key] = mark == COMPACTED_CONTEXT
+        if len(self._compacted) > _MAX_MARKED_RUNS:
+            self._compacted.popitem(last=False)
+        if mark != COMPACTION and not (mark == COMPACTED_CONTEXT and previous is False):
+            return None
+        name = span.name if isinstance(span.name, str) else ""
+        return Compaction(trace_id=trace_id, run_id=run_id, time_ns=_ns(span.start_ns), span_id=span.span_id,
+                          source=name if mark == COMPACTION else "gen_ai.conversation.compacted", agent=agent)

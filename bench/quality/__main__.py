@@ -25,6 +25,8 @@ from .realruns import REAL_DIR, load_real_runs, real_files
 from .scoreboard import chart_svg, markdown, score, table
 
 HERE = Path(__file__).parent
+#: The harnesses of ``../shared/realtraces/added/`` (charted on their own as well).
+_ADDED = frozenset({"react-hotpotqa", "openhands-v1-sdk", "magentic-one"})
 
 
 def _consistency(runs: Sequence, results: dict[str, dict[str, Alarm | None]], titles: Sequence[str]) -> list[str]:
@@ -81,16 +83,35 @@ def _real_runs(args: argparse.Namespace, base: Sequence[Detector]) -> tuple[str,
         consistency = [f"- `{r}` call {c}: {why} only ({x})" for (r, c, x), why in
                        [*((k, "scan") for k in sorted(a - b)), *((k, "processor") for k in sorted(b - a))]]
     scores += [real.score_baseline(d, runs) for d in base]
-    harnesses = sorted({r.harness for r in runs})
     ours_titles = [s.title for s in scores[:2]]
     sorted_labels = real.labelled(scan.detections, labels)
     n = len(scan.detections)
     p, pf, _, _ = scan.totals()
-    summary = (f"real runs ({len(runs)}): {n} detections, {len(sorted_labels['real_loop'])} labelled real loops,"
+    caught, total = real.loops_caught(scan, labels["loops"])
+    summary = [f"real runs ({len(runs)}): {n} detections, {len(sorted_labels['real_loop'])} labelled real loops,"
                f" {len(sorted_labels['false_alarm'])} false alarms, {len(sorted_labels['unlabelled'])} unlabelled;"
-               f" passing runs flagged {pf}/{p}\n" + real.table(scores, harnesses))
-    return (real.markdown(runs, scores, labels, files, consistency), real.chart_svg(scores, ours_titles),
-            summary)
+               f" labelled loops caught in window {caught}/{total}; passing runs flagged {pf}/{p}",
+               real.table(scores, labels["loops"])]
+    for harness in sorted({r.harness for r in runs}):
+        subset = [r for r in runs if r.harness == harness]
+        ids = {r.id for r in subset}
+        mine = real.rescore(scan, subset)
+        c, t = real.loops_caught(mine, [e for e in labels["loops"] if e["run"] in ids])
+        sl = real.labelled(mine.detections, labels)
+        sp, spf, sf, sff = mine.totals()
+        summary.append(f"  {harness}: loops caught in window {c}/{t}; detections {len(mine.detections)}"
+                       f" (real {len(sl['real_loop'])}, false {len(sl['false_alarm'])}, unlabelled"
+                       f" {len(sl['unlabelled'])}); passing flagged {spf}/{sp}; failing flagged {sff}/{sf};"
+                       f" reasons {dict(sorted(mine.reasons.items()))}")
+    new_sources = [r for r in runs if r.harness in _ADDED]
+    charts = [real.chart_svg(scores, ours_titles, labels["loops"])]
+    if new_sources and len(new_sources) < len(runs):
+        ids = {r.id for r in new_sources}
+        charts.append(real.chart_svg([real.rescore(s, new_sources) for s in scores], ours_titles,
+                                     [e for e in labels["loops"] if e["run"] in ids],
+                                     "The same on the three added sources (ReAct, OpenHands V1, Magentic-One)"))
+    return (real.markdown(runs, scores, labels, files, consistency), real.stack_svgs(*charts),
+            "\n".join(summary))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -138,14 +138,17 @@ def _replay(trace: GeneratedTrace, config: Any) -> list[tuple[str, Any]]:
     spans = trace.document["resourceSpans"][0]["scopeSpans"][0]["spans"]
     events: list[tuple[int, int, int, dict[str, Any]]] = []
     for n, span in enumerate(spans):
-        events.append((int(span["startTimeUnixNano"]), 1, n, span))
-        events.append((int(span["endTimeUnixNano"]), 0, n, span))
+        start, end = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
+        events.append((start, 1, n, span))
+        # At one instant ends come before starts (siblings do not overlap), except the end
+        # of a span that lasted no time at all, which must follow its own start.
+        events.append((end, 0 if end > start else 2, n, span))
     events.sort(key=lambda e: (e[0], e[1], e[2]))
     live: dict[str, Any] = {}
     sdk_to_ours: dict[str, str] = {}
-    for time_ns, is_start, _, span in events:
+    for time_ns, order, _, span in events:
         sid = span["spanId"]
-        if is_start:
+        if order == 1:
             parent = live.get(span.get("parentSpanId", ""))
             context = set_span_in_context(parent) if parent is not None else None
             attrs = {a["key"]: any_value(a["value"]) for a in span.get("attributes", [])}

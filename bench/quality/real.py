@@ -3,9 +3,11 @@
 otel-progress runs through ``otel-progress scan --format json`` on the real files (a
 subprocess, as users run it) and through ``ProgressSpanProcessor`` (each trace replayed
 span by span through the SDK); the baselines through their monitors on the same calls,
-one step per model turn. Per harness: runs flagged among passing and among failing runs,
-detections per reason, and the calls and turns left after the first detection. The hand
-labels (``real_labels.yaml``) give otel-progress's precision.
+one step per model turn. For every source (harness) and over all of them: runs flagged
+among passing and among failing runs, detections per reason, the first detection against
+the run's length, the calls left after it, and the labelled loops caught inside the call
+window in which they are provable. The hand labels (``real_labels.yaml``) give
+otel-progress's precision and the loops.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +37,7 @@ __all__ = [
     "chart_svg",
     "labelled",
     "load_labels",
+    "loops_caught",
     "markdown",
     "processor_detections",
     "scan_detections",
@@ -59,15 +62,20 @@ class RealDetection:
 
 @dataclass
 class RealScore:
-    """One detector on the real runs, per harness."""
+    """One detector on a set of real runs, per harness."""
 
     title: str
     # harness -> [passing runs, passing flagged, failing runs, failing flagged]
     runs: dict[str, list[int]] = field(default_factory=dict)
+    ungraded: list[int] = field(default_factory=lambda: [0, 0])  # [runs, flagged] without a verdict
     reasons: Counter[str] = field(default_factory=Counter)
     calls_after: list[int] = field(default_factory=list)  # per flagged run
     turns_after: list[int] = field(default_factory=list)
+    first: list[tuple[int, int]] = field(default_factory=list)  # (first detection's call, run length)
     detections: list[RealDetection] = field(default_factory=list)
+    # run id -> the calls the detector alarmed on (every detection for otel-progress, the
+    # first alarm for a baseline: they stop at their first)
+    alarms: dict[str, list[int]] = field(default_factory=dict)
 
     def totals(self) -> list[int]:
         """[passing, passing flagged, failing, failing flagged] over every harness."""
@@ -93,6 +101,13 @@ class RealScore:
     @property
     def mean_calls_after(self) -> float:
         return sum(self.calls_after) / len(self.calls_after) if self.calls_after else 0.0
+
+    def first_vs_length(self) -> str:
+        """The mean first-detection call against the mean length of the flagged runs."""
+        if not self.first:
+            return "-"
+        n = len(self.first)
+        return f"{sum(c for c, _ in self.first) / n:.1f} of {sum(length for _, length in self.first) / n:.1f}"
 
 
 def scan_detections(files: Sequence[Path], runs: Sequence[RealRun]) -> list[RealDetection]:
@@ -143,55 +158,73 @@ def processor_detections(files: Sequence[Path], runs: Sequence[RealRun]) -> list
     return out
 
 
-def _tally(score: RealScore, runs: Sequence[RealRun], first_call: Mapping[str, int]) -> RealScore:
+def _tally(score: RealScore, runs: Sequence[RealRun]) -> RealScore:
     for run in runs:
-        row = score.runs.setdefault(run.harness, [0, 0, 0, 0])
-        flagged = run.id in first_call
-        if run.passed:
-            row[0] += 1
-            row[1] += flagged
+        calls = score.alarms.get(run.id)
+        flagged = bool(calls)
+        if run.passed is None:
+            score.ungraded[0] += 1
+            score.ungraded[1] += flagged
         else:
-            row[2] += 1
-            row[3] += flagged
-        if flagged:
-            call = first_call[run.id]
+            row = score.runs.setdefault(run.harness, [0, 0, 0, 0])
+            if run.passed:
+                row[0] += 1
+                row[1] += flagged
+            else:
+                row[2] += 1
+                row[3] += flagged
+        if calls:
+            call = min(calls)
             score.calls_after.append(len(run.calls) - call)
             turns = len({c.turn for c in run.calls})
             score.turns_after.append(turns - run.turn_of_call(call))
+            score.first.append((call, len(run.calls)))
     return score
 
 
 def score_ours(title: str, runs: Sequence[RealRun], detections: Sequence[RealDetection]) -> RealScore:
-    """otel-progress's figures from its detections."""
-    score = RealScore(title, detections=list(detections))
-    first: dict[str, int] = {}
-    for d in detections:
+    """otel-progress's figures from its detections (those on ``runs``)."""
+    ids = {r.id for r in runs}
+    score = RealScore(title, detections=[d for d in detections if d.run in ids])
+    for d in score.detections:
         score.reasons[d.reason] += 1
-        first[d.run] = min(first.get(d.run, d.call), d.call)
-    return _tally(score, runs, first)
+        score.alarms.setdefault(d.run, []).append(d.call)
+    return _tally(score, runs)
 
 
 def score_baseline(detector: Detector, runs: Sequence[RealRun]) -> RealScore:
     """A baseline's figures from its first alarm on each run (its call: the first call of
     the model turn it alarmed on)."""
     score = RealScore(detector.title)
-    first: dict[str, int] = {}
     for run in runs:
         alarm = detector.first_alarm(run.as_corpus_run())
         if alarm is None:
             continue
         turns = sorted({c.turn for c in run.calls})
         turn = turns[alarm.turn - 1]
-        first[run.id] = next(c.index for c in run.calls if c.turn == turn)
+        score.alarms[run.id] = [next(c.index for c in run.calls if c.turn == turn)]
         score.reasons[detector.name] += 1
-    return _tally(score, runs, first)
+    return _tally(score, runs)
+
+
+def rescore(score: RealScore, runs: Sequence[RealRun]) -> RealScore:
+    """The same detector's figures restricted to ``runs`` (one source)."""
+    ids = {r.id for r in runs}
+    out = RealScore(score.title, detections=[d for d in score.detections if d.run in ids])
+    out.alarms = {k: v for k, v in score.alarms.items() if k in ids}
+    if score.detections:
+        out.reasons = Counter(d.reason for d in out.detections)
+    else:  # a baseline: one alarm per flagged run, under its name
+        out.reasons = Counter({name: len(out.alarms) for name in score.reasons})
+    return _tally(out, runs)
 
 
 def load_labels(path: Path = LABELS_FILE) -> dict[str, Any]:
-    """The hand labels: ``detections`` (run, call, verdict, why) and ``no_detection``."""
+    """The hand labels: ``loops`` (run, window, why), ``detections`` (run, call, verdict,
+    why) and ``no_detection`` (run, verdict, why)."""
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh) or {}
-    return {"detections": list(data.get("detections") or []), "no_detection": list(data.get("no_detection") or [])}
+    return {key: list(data.get(key) or []) for key in ("loops", "detections", "no_detection")}
 
 
 def labelled(detections: Sequence[RealDetection], labels: Mapping[str, Any]) -> dict[str, list[RealDetection]]:
@@ -203,24 +236,72 @@ def labelled(detections: Sequence[RealDetection], labels: Mapping[str, Any]) -> 
     return out
 
 
+def window(entry: Mapping[str, Any]) -> tuple[int, int]:
+    """The call window of a labelled loop: the first call at which it is provable, the
+    last call of the loop."""
+    first, last = entry["window"]
+    return int(first), int(last)
+
+
+def loops_caught(score: RealScore, loops: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(labelled loops with an alarm inside their window, labelled loops) among ``loops``
+    whose run the score covers."""
+    caught = total = 0
+    for entry in loops:
+        first, last = window(entry)
+        total += 1
+        caught += any(first <= c <= last for c in score.alarms.get(entry["run"], ()))
+    return caught, total
+
+
 def _pct(n: int, d: int) -> str:
-    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "0/0"
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "-"
 
 
-def table(scores: Sequence[RealScore], harnesses: Sequence[str]) -> str:
-    """The markdown table: per detector and harness, flagged passing and failing runs."""
-    head = "| Detector | " + " | ".join(f"{h}: passing flagged | failing flagged" for h in harnesses)
-    head += " | all: passing flagged | failing flagged | turns / calls after first detection (mean) |"
-    lines = [head, "|---|" + "---:|---:|" * (len(harnesses) + 1) + "---:|"]
+def table(scores: Sequence[RealScore], loops: Sequence[Mapping[str, Any]]) -> str:
+    """The markdown table: per detector, flagged passing and failing runs, labelled loops
+    caught inside their window, first detection against run length, calls after it."""
+    lines = ["| Detector | passing runs flagged | failing runs flagged | labelled loops caught in window"
+             " | first detection at call (mean, of run length) | calls after first detection (mean) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for s in scores:
-        cells = []
-        for h in harnesses:
-            p, pf, f, ff = s.runs.get(h, [0, 0, 0, 0])
-            cells += [_pct(pf, p), _pct(ff, f)]
         p, pf, f, ff = s.totals()
-        cells += [_pct(pf, p), _pct(ff, f), f"{s.mean_turns_after:.1f} / {s.mean_calls_after:.1f}"]
-        lines.append(f"| {s.title} | " + " | ".join(cells) + " |")
+        caught, total = loops_caught(s, loops)
+        lines.append(f"| {s.title} | {_pct(pf, p)} | {_pct(ff, f)} | {_pct(caught, total)} | {s.first_vs_length()}"
+                     f" | {s.mean_calls_after:.1f} |")
     return "\n".join(lines)
+
+
+def _precision(detections: Sequence[RealDetection], labels: Mapping[str, Any]) -> str:
+    sorted_labels = labelled(detections, labels)
+    real, false, unl = (len(sorted_labels[k]) for k in ("real_loop", "false_alarm", "unlabelled"))
+    total = len(detections)
+    if not total:
+        return "no detection"
+    return (f"{real} of {total} detections are real loops ({100 * real / total:.0f}%); {false} labelled false"
+            f" alarms, {unl} unlabelled")
+
+
+def _source_section(harness: str, runs: Sequence[RealRun], scores: Sequence[RealScore],
+                    labels: Mapping[str, Any]) -> list[str]:
+    ids = {r.id for r in runs}
+    loops = [e for e in labels["loops"] if e["run"] in ids]
+    subset = [rescore(s, runs) for s in scores]
+    ours = subset[0]
+    ungraded = f", {ours.ungraded[0]} ungraded ({ours.ungraded[1]} flagged)" if ours.ungraded[0] else ""
+    p, _, f, _ = ours.totals()
+    return [
+        f"### {harness}",
+        "",
+        f"{len(runs)} runs ({p} passing, {f} failing{ungraded}), {sum(len(r.calls) for r in runs)} tool calls;"
+        f" {len(loops)} labelled loops.",
+        "",
+        table(subset, loops),
+        "",
+        f"otel-progress (scan): {_precision(ours.detections, labels)}. Detections per reason: "
+        + (", ".join(f"`{k}` {v}" for k, v in sorted(ours.reasons.items())) or "none") + ".",
+        "",
+    ]
 
 
 def markdown(runs: Sequence[RealRun], scores: Sequence[RealScore], labels: Mapping[str, Any],
@@ -228,38 +309,40 @@ def markdown(runs: Sequence[RealRun], scores: Sequence[RealScore], labels: Mappi
     """The real-runs section of RESULTS.md."""
     harnesses = sorted({r.harness for r in runs})
     ours = scores[0]
-    sorted_labels = labelled(ours.detections, labels)
-    real, false, unl = (len(sorted_labels[k]) for k in ("real_loop", "false_alarm", "unlabelled"))
-    total = len(ours.detections)
     p, pf, f, ff = ours.totals()
     misses = [e for e in labels["no_detection"] if e.get("verdict") == "missed_loop"]
+    caught, total = loops_caught(ours, labels["loops"])
     parts = [
         "## Real runs",
         "",
         f"{len(runs)} real runs written by others ({', '.join(harnesses)}; files"
         f" {', '.join(x.name for x in files)} in `../shared/realtraces/`, not part of the project), with the"
-        " benchmark's pass/fail on each. otel-progress with the default configuration, no manifest,"
+        " benchmark's verdict on each. otel-progress with the default configuration, no manifest,"
         " through `otel-progress scan` (first row) and `ProgressSpanProcessor` (second row); the"
         " baselines on the same calls, one step per model turn. A failing run is not necessarily a"
         " loop: flagged failing runs are an upper bound on recall, flagged passing runs a lower bound"
-        " on false alarms (a passing run can loop for a while and recover).",
+        " on false alarms (a passing run can loop for a while and recover). A labelled loop is caught"
+        " when an alarm falls inside the call window in which it is provable (`real_labels.yaml`);"
+        " a baseline is judged by its first alarm only (it stops there).",
         "",
-        table(scores, harnesses),
+        "### All real runs",
         "",
-        (f"**Precision by the hand labels** (`bench/quality/real_labels.yaml`, rule in the README):"
-         f" {real} of {total} detections are real loops ({100 * real / total:.0f}%)" if total else
-         "**Precision by the hand labels**: no detection")
-        + f"; {false} labelled false alarms, {unl} unlabelled. Passing runs flagged: {_pct(pf, p)};"
-        f" failing runs flagged: {_pct(ff, f)}. Turns after the first detection (mean over flagged"
-        f" runs): {ours.mean_turns_after:.1f}; calls: {ours.mean_calls_after:.1f}. Labelled long failing"
-        f" runs without a detection: {len(labels['no_detection'])}, of which {len(misses)} are missed loops.",
+        table(scores, labels["loops"]),
+        "",
+        f"**By the hand labels** (`bench/quality/real_labels.yaml`, rule in the README):"
+        f" otel-progress (scan): {_precision(ours.detections, labels)}; labelled loops caught in their window:"
+        f" {_pct(caught, total)}. Passing runs flagged: {_pct(pf, p)}; failing runs flagged: {_pct(ff, f)}."
+        f" Calls after the first detection (mean over flagged runs): {ours.mean_calls_after:.1f}. Labelled runs"
+        f" without a detection: {len(labels['no_detection'])}, of which {len(misses)} are missed loops.",
         "",
         "Detections per reason (otel-progress, scan): "
         + (", ".join(f"`{k}` {v}" for k, v in sorted(ours.reasons.items())) or "none") + ".",
         "",
-        "| Run | Call | Reason | Level | Label |",
-        "|---|---:|---|---:|---|",
     ]
+    for harness in harnesses:
+        parts += _source_section(harness, [r for r in runs if r.harness == harness], scores, labels)
+    parts += ["### Every detection (otel-progress, scan)", "",
+              "| Run | Call | Reason | Level | Label |", "|---|---:|---|---:|---|"]
     verdicts = {(e["run"], int(e["call"])): e["verdict"] for e in labels["detections"]}
     for d in ours.detections:
         parts.append(f"| `{d.run}` | {d.call} | {d.reason} | {d.level} | {verdicts.get((d.run, d.call), '?')} |")
@@ -270,25 +353,34 @@ def markdown(runs: Sequence[RealRun], scores: Sequence[RealScore], labels: Mappi
 _SIZE = re.compile(r'<svg[^>]*?width="(\d+)" height="(\d+)"')
 
 
-def chart_svg(scores: Sequence[RealScore], ours_titles: Sequence[str]) -> str:
-    """Three panels: passing runs flagged, failing runs flagged, calls after the first detection."""
+def chart_svg(scores: Sequence[RealScore], ours_titles: Sequence[str], loops: Sequence[Mapping[str, Any]],
+              heading: str = "Loop detectors on real agent runs") -> str:
+    """Three panels: labelled loops caught in their window, passing runs flagged, calls
+    after the first detection."""
     most = max((s.mean_calls_after for s in scores), default=1.0) or 1.0
+
+    def caught(s: RealScore) -> float:
+        n, d = loops_caught(s, loops)
+        return n / d if d else 0.0
+
     panels = (
+        ("Labelled loops caught in window|higher is better", caught, lambda s: f"{100 * caught(s):.0f}%", 1.0),
         ("Passing runs flagged|lower is better", lambda s: s.passing_flagged_rate,
          lambda s: f"{100 * s.passing_flagged_rate:.0f}%", 1.0),
-        ("Failing runs flagged|not all failing runs loop", lambda s: s.failing_flagged_rate,
-         lambda s: f"{100 * s.failing_flagged_rate:.0f}%", 1.0),
         ("Calls after the first detection|mean over flagged runs", lambda s: s.mean_calls_after,
          lambda s: f"{s.mean_calls_after:.1f}", most),
     )
-    return panels_svg(scores, ours_titles, "Loop detectors on real agent runs", panels)
+    return panels_svg(scores, ours_titles, heading, panels)
 
 
-def stack_svgs(first: str, second: str) -> str:
-    """Two SVG documents one above the other, in one document."""
-    (w1, h1), (w2, h2) = ((int(a), int(b)) for a, b in (_SIZE.search(first).groups(),  # type: ignore[union-attr]
-                                                        _SIZE.search(second).groups()))  # type: ignore[union-attr]
-    width, height = max(w1, w2), h1 + h2
-    inner2 = second.replace("<svg ", f'<svg y="{h1}" ', 1)
+def stack_svgs(first: str, *more: str) -> str:
+    """SVG documents one above the other, in one document."""
+    docs = [first, *more]
+    sizes = [tuple(int(v) for v in _SIZE.search(doc).groups()) for doc in docs]  # type: ignore[union-attr]
+    width, height = max(w for w, _ in sizes), sum(h for _, h in sizes)
+    inner, y = [], 0
+    for doc, (_, h) in zip(docs, sizes, strict=True):
+        inner.append(doc.replace("<svg ", f'<svg y="{y}" ', 1) if y else doc)
+        y += h
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">\n{first}{inner2}</svg>\n')
+            f'viewBox="0 0 {width} {height}">\n{"".join(inner)}</svg>\n')

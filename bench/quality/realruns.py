@@ -1,4 +1,5 @@
-"""Real agent runs (``../shared/realtraces/*.jsonl.gz``) for the scoreboard's real-runs section.
+"""Real agent runs (``../shared/realtraces/*.jsonl.gz`` and ``added/*.jsonl.gz``) for the
+scoreboard's real-runs section.
 
 The files are OTLP/JSON as the Collector's file exporter writes them: one trace per run,
 with resource attributes ``realtraces.run_id``, ``realtraces.harness`` and
@@ -48,7 +49,7 @@ class RealRun:
 
     id: str
     harness: str
-    passed: bool
+    passed: bool | None  # None: the benchmark did not grade the run
     trace_id: str
     calls: tuple[RealCall, ...]
     file: str
@@ -62,8 +63,8 @@ class RealRun:
 
     def as_corpus_run(self) -> Run:
         """The run in the corpus form, one step per model turn (what baselines take);
-        ``label`` is ``healthy`` for a passing run, ``stuck`` for a failing one (only a
-        grouping here: a failing run is not necessarily a loop)."""
+        ``label`` is ``healthy`` for a passing run, ``stuck`` for a failing or ungraded one
+        (only a grouping here: a failing run is not necessarily a loop)."""
         steps: list[Step] = []
         by_turn: dict[int, list[Call]] = {}
         for c in self.calls:
@@ -82,9 +83,13 @@ class RealRun:
 
 
 def real_files(directory: Path | None = None) -> list[Path]:
-    """The real-run files present (empty when the directory is absent)."""
+    """The real-run files present: the traces in the directory and in its ``added/``
+    subdirectory (not the ``*.steps.jsonl.gz`` reading copies); empty when absent."""
     directory = REAL_DIR if directory is None else directory
-    return sorted(directory.glob("*.jsonl.gz")) if directory.is_dir() else []
+    if not directory.is_dir():
+        return []
+    found = [*sorted(directory.glob("*.jsonl.gz")), *sorted((directory / "added").glob("*.jsonl.gz"))]
+    return [p for p in found if not p.name.endswith(".steps.jsonl.gz")]
 
 
 def _value(v: dict[str, Any]) -> Any:
@@ -122,8 +127,9 @@ def _runs_of(doc: dict[str, Any], file: str) -> Iterator[RealRun]:
                                       attrs.get("gen_ai.tool.call.result"),
                                       str(attrs.get("error.type") or "error") if failed else None))
         if spans:
+            passed = res.get("realtraces.passed")
             yield RealRun(str(res.get("realtraces.run_id", spans[0]["traceId"])),
-                          str(res.get("realtraces.harness", "?")), bool(res.get("realtraces.passed")),
+                          str(res.get("realtraces.harness", "?")), None if passed is None else bool(passed),
                           spans[0]["traceId"], tuple(calls), file)
 
 

@@ -18,25 +18,30 @@ span (and the answer is what the others say), so nothing reaches the application
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SpanConvention, ToolContent
+from .ai_sdk import AISDKConvention
+from .base import COMPACTED_CONTEXT, COMPACTION, SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .gemini_cli import GeminiCliConvention
-from .genai import GenAIConvention
+from .genai import GenAIConvention, is_compacted, is_nested, ran, tool_decision
 from .google_adk import GoogleADKConvention
 from .grouping import GROUP_PREFIX, group_key, is_group_key, own_trace
 from .llamaindex import LlamaIndexConvention
 from .mcp import MCPConvention
 from .openinference import OpenInferenceConvention
 from .openllmetry import OpenLLMetryConvention
+from .openllmetry_js import OpenLLMetryJSConvention
 from .pydantic_ai import PydanticAIConvention
 from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
 
 __all__ = [
+    "COMPACTED_CONTEXT",
+    "COMPACTION",
     "CONVENTIONS",
     "GROUP_PREFIX",
     "MARKER_BYTES",
@@ -50,12 +55,16 @@ __all__ = [
     "classify",
     "group_key",
     "is_candidate",
+    "is_compacted",
     "is_group_key",
+    "is_nested",
     "own_trace",
+    "read_compaction",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
     "reduce_result",
+    "tool_decision",
 ]
 
 #: The conventions, in the order they are asked.
@@ -64,8 +73,10 @@ CONVENTIONS: tuple[SpanConvention, ...] = (
     StrandsConvention(),
     GoogleADKConvention(),
     LlamaIndexConvention(),
+    OpenLLMetryJSConvention(),
     OpenLLMetryConvention(),
     OpenInferenceConvention(),
+    AISDKConvention(),
     MCPConvention(),
     ClaudeCodeConvention(),
     GeminiCliConvention(),
@@ -110,6 +121,7 @@ _CLASSIFIERS = tuple(sorted(_overrides("classify"), key=lambda c: not isinstance
 _TOOL_READERS = _overrides("read_tool")
 _TOKEN_READERS = _overrides("read_tokens")
 _AGENT_READERS = _overrides("agent_name")
+_COMPACTION_READERS = _overrides("read_compaction")
 
 
 def classify(span: SpanRecord) -> SpanKind:
@@ -130,9 +142,12 @@ def classify(span: SpanRecord) -> SpanKind:
 
 def read_tool(span: SpanRecord) -> ToolContent:
     """The tool name, arguments and result of a tool span, each from the first convention
-    that found it, with envelopes taken off; fields no convention found are ``None``."""
+    that found it, with envelopes taken off; fields no convention found are ``None``.
+    ``executed`` is ``False`` when a convention says the call never ran, or a
+    ``gen_ai.tool.call.decision`` denied it (or awaits approval and there is no result)."""
     name = arguments = result = error_type = error_message = None
     truncated = False
+    executed = True
     for convention in _TOOL_READERS:
         try:
             content = convention.read_tool(span)
@@ -149,6 +164,7 @@ def read_tool(span: SpanRecord) -> ToolContent:
             truncated = truncated or (result is not None and content.truncated)
         if error_type is None and content.error_type:
             error_type, error_message = content.error_type, content.error_message
+        executed = executed and content.executed
         if name is not None and arguments is not None and result is not None:
             break
     try:
@@ -158,7 +174,9 @@ def read_tool(span: SpanRecord) -> ToolContent:
             result = reduce_result(result)
     except Exception:  # pragma: no cover - the reducers are total; keep the values as read
         pass
-    return ToolContent(name, arguments, result, error_type, error_message, truncated)
+    with contextlib.suppress(Exception):  # (ran is total)
+        executed = executed and ran(span, result)
+    return ToolContent(name, arguments, result, error_type, error_message, truncated, executed)
 
 
 def read_tokens(span: SpanRecord) -> int:
@@ -184,3 +202,17 @@ def agent_name(span: SpanRecord) -> str | None:
         if name:
             return name
     return span.name if isinstance(span.name, str) and span.name else None
+
+
+def read_compaction(span: SpanRecord) -> str | None:
+    """:data:`COMPACTION` (the span is a compaction of its run's context, e.g. Claude Code's
+    summarising ``llm_request``), :data:`COMPACTED_CONTEXT` (it works on a compacted context,
+    ``gen_ai.conversation.compacted``) or ``None``: the first convention that knows."""
+    for convention in _COMPACTION_READERS:
+        try:
+            mark = convention.read_compaction(span)
+        except Exception:
+            continue
+        if mark is not None:
+            return mark
+    return None

@@ -1,11 +1,12 @@
 """The reader interface every span convention implements, and the value helpers they share.
 
 A convention (one module per instrumentation: OpenTelemetry GenAI, OpenInference,
-OpenLLMetry, ...) answers four questions about a :class:`~otel_progress.spans.SpanRecord`:
+OpenLLMetry, ...) answers five questions about a :class:`~otel_progress.spans.SpanRecord`:
 what the span is (:meth:`SpanConvention.classify`), which tool call it records
 (:meth:`SpanConvention.read_tool`), how many tokens a model call used
-(:meth:`SpanConvention.read_tokens`) and which agent an agent span runs
-(:meth:`SpanConvention.agent_name`). Each answers ``None`` for "not mine / not known", so
+(:meth:`SpanConvention.read_tokens`), which agent an agent span runs
+(:meth:`SpanConvention.agent_name`) and whether it marks a context compaction
+(:meth:`SpanConvention.read_compaction`). Each answers ``None`` for "not mine / not known", so
 the registry (:mod:`otel_progress.conventions`) can ask them in order.
 
 Every method must be total: attribute values arrive from other people's code and from the
@@ -23,6 +24,8 @@ from typing import Any, NamedTuple
 from .record import SpanKind, SpanRecord
 
 __all__ = [
+    "COMPACTED_CONTEXT",
+    "COMPACTION",
     "SpanConvention",
     "ToolContent",
     "as_number",
@@ -31,6 +34,15 @@ __all__ = [
     "event_attributes",
     "first_text",
 ]
+
+
+#: :meth:`SpanConvention.read_compaction`: the span is a compaction (the summariser's own
+#: model call): a boundary of its run.
+COMPACTION = "compaction"
+#: :meth:`SpanConvention.read_compaction`: the span works on a compacted context
+#: (``gen_ai.conversation.compacted = true``): the first such span after one that does not
+#: is a boundary of its run.
+COMPACTED_CONTEXT = "compacted_context"
 
 
 class ToolContent(NamedTuple):
@@ -47,6 +59,8 @@ class ToolContent(NamedTuple):
     error_message: str | None = None
     #: the result was cut by the producer: a truncated preview, never proof of an equal result
     truncated: bool = False
+    #: ``False``: the call never ran (denied or awaiting approval before execution)
+    executed: bool = True
 
 
 class SpanConvention:
@@ -86,6 +100,11 @@ class SpanConvention:
 
     def agent_name(self, span: SpanRecord) -> str | None:
         """The agent's name (or id) on an agent span, or ``None``."""
+        return None
+
+    def read_compaction(self, span: SpanRecord) -> str | None:
+        """:data:`COMPACTION` when the span is a compaction of its run's context,
+        :data:`COMPACTED_CONTEXT` when it works on a compacted context, else ``None``."""
         return None
 
 

@@ -1,11 +1,26 @@
 """Claude Code's beta traces (``CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1``,
-``OTEL_TRACES_EXPORTER=otlp``), as Claude Code 2.1.332 exports them (captured by
-``tests/coding_agents/test_claude_code_cli.py``).
+``OTEL_TRACES_EXPORTER=otlp``), in every shape Claude Code has shipped since it had them
+(captured by ``tests/coding_agents/test_claude_code_cli.py`` from 2.1.332 and 2.1.197; the
+older shapes read from the npm packages' ``cli.js`` and native binaries).
 
-A tool call is a ``claude_code.tool`` span (``span.type = tool``) under the
-``claude_code.interaction`` span (``gen_ai.operation.name = invoke_agent``); it carries
-``gen_ai.operation.name = execute_tool`` and ``gen_ai.tool.name``, so :mod:`.genai`
-classifies it. Its content is Claude Code's own: with ``OTEL_LOG_TOOL_CONTENT=1`` a
+A tool call is a ``claude_code.tool`` span (``span.type = tool``, ``tool_name``) under the
+``claude_code.interaction`` span (``span.type = interaction``); a model call is a
+``claude_code.llm_request`` span (``span.type = llm_request``, ``input_tokens`` /
+``output_tokens``). The shapes by version:
+
+* 2.0.x (beta tracing from about 2.0.25) to 2.1.292: no ``gen_ai.operation.name`` and no
+  ``gen_ai.tool.name`` on these spans (2.1.1xx adds ``gen_ai.system`` /
+  ``gen_ai.request.model`` to ``llm_request``, 2.1.145 ``agent_id`` to ``tool``): this
+  module classifies them by ``span.type`` and the span name, and reads the tool name from
+  ``tool_name`` and the tokens from ``input_tokens`` + ``output_tokens``.
+* about 2.1.300 on (2.1.304 has it, 2.1.292 not): ``gen_ai.operation.name`` =
+  ``execute_tool`` / ``invoke_agent`` / ``chat``, ``gen_ai.tool.name``, ``gen_ai.usage.*``,
+  read by :mod:`.genai` first.
+* before 2.1.101 the ``tool.output`` event is sent with the beta traces alone; from
+  2.1.101 only with ``OTEL_LOG_TOOL_CONTENT=1`` (changelog: "beta tracing honors
+  OTEL_LOG_USER_PROMPTS, OTEL_LOG_TOOL_DETAILS, and OTEL_LOG_TOOL_CONTENT").
+
+Its content is Claude Code's own: with ``OTEL_LOG_TOOL_CONTENT=1`` a
 ``tool.output`` span event holds the call's input fields (``bash_command``, ``file_path``,
 ...) beside its output (``output`` for Bash, ``content`` for Read, ...); with
 ``OTEL_LOG_TOOL_DETAILS=1`` the span itself has ``full_command`` (Bash) or ``file_path``.
@@ -17,14 +32,20 @@ truncated preview (``ToolContent.truncated``: never proof of an equal result).
 
 Failures are not on this span (it always ends UNSET) but on its ``claude_code.tool.execution``
 child; a failed call therefore reads as a call whose result is its error output.
+
+A compaction (2.1.332) is the summariser's own ``claude_code.llm_request`` span,
+``query_source_safe = compact`` (:meth:`ClaudeCodeConvention.read_compaction`); the
+``claude_code.compaction`` span in the code is switched off in that build, and 2.1.197's
+spans carry no query source (its compactions are in the logs only).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import SpanConvention, ToolContent, event_attributes, first_text
-from .record import SpanRecord
+from .base import COMPACTION, SpanConvention, ToolContent, event_attributes, first_text
+from .genai import tokens_from
+from .record import SpanKind, SpanRecord
 
 __all__ = ["ClaudeCodeConvention"]
 
@@ -37,10 +58,39 @@ _INPUT_KEYS = (("full_command", "command"), ("file_path", "file_path"))
 _CUT_CHARS = 60 * 1000
 
 
+_PREFIX = "claude_code."
+_KINDS = {("claude_code.tool", "tool"): SpanKind.TOOL, ("claude_code.interaction", "interaction"): SpanKind.AGENT,
+          ("claude_code.llm_request", "llm_request"): SpanKind.MODEL}
+_TOKENS = (("input_tokens", "output_tokens"),)
+
+
 class ClaudeCodeConvention(SpanConvention):
-    """The content of Claude Code's ``claude_code.tool`` spans."""
+    """Claude Code's ``claude_code.tool``, ``claude_code.interaction`` and
+    ``claude_code.llm_request`` spans, with or without the GenAI keys."""
 
     name = "claude-code"
+    marker_name_prefixes = (_PREFIX,)
+    marker_bytes = (b"claude_code.",)
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        name = span.name
+        if not isinstance(name, str) or not name.startswith(_PREFIX):
+            return None
+        kind = span.attributes.get("span.type")
+        return _KINDS.get((name, kind)) if isinstance(kind, str) else None
+
+    def read_tokens(self, span: SpanRecord) -> int | None:
+        if span.name != "claude_code.llm_request" or span.attributes.get("span.type") != "llm_request":
+            return None
+        return tokens_from(span.attributes, _TOKENS, ())
+
+    def read_compaction(self, span: SpanRecord) -> str | None:
+        a = span.attributes
+        if span.name != "claude_code.llm_request" or a.get("span.type") != "llm_request":
+            return None
+        if first_text(a, "query_source_safe", "query_source") != "compact" or a.get("success") is False:
+            return None
+        return COMPACTION
 
     def read_tool(self, span: SpanRecord) -> ToolContent | None:
         a = span.attributes

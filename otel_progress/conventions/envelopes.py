@@ -25,7 +25,11 @@ a ``content`` key is left alone), from the instrumentations' own source:
   "meta"}`` -> its text, a list of them -> the list of texts (the OpenAI Agents SDK,
   ``agents/mcp/util.py`` ``MCPUtil.invoke_mcp_tool``, passes ``model_dump_json()`` of the
   single block on as the tool output); a ``CallToolResult`` (``content``, ``isError``,
-  ``structuredContent``, ``meta``) -> its ``structuredContent``, else its content.
+  ``structuredContent``, ``meta``, and from the 2026-07-28 revision ``resultType``) -> its
+  ``structuredContent``, else its content. An ``InputRequiredResult`` of a Multi Round-Trip
+  Request (2026-07-28, SEP-2322: ``resultType = input_required``, ``inputRequests``, an
+  opaque ``requestState`` new every round) -> ``{"input_required": inputRequests}``: the
+  round asked for input, and the same question asked again is the same result.
 
 JSON strings are decoded only when they may hold one of these shapes (a cheap substring
 test first), and a value that holds none comes back unchanged, the same object.
@@ -63,10 +67,12 @@ _RESULT_NEEDS: Mapping[str, tuple[str, ...]] = {
     "is_error": ('"raw_output"',), "raw_input": ('"raw_output"',), "additional_kwargs": ('"tool_call_id"',),
     "type": ('"tool_call_id"', '"text"'), "text": ('"type"',), "annotations": ('"text"',),
     "isError": ('"content"',), "structuredContent": ('"content"',), "meta": ('"content"',),
-    "_meta": ('"content"',),
+    "_meta": ('"content"',), "resultType": ('"content"', '"input_required"'),
+    "inputRequests": ('"input_required"',), "requestState": ('"input_required"',),
 }
 _TEXT_BLOCK_KEYS = frozenset({"type", "text", "annotations", "meta", "_meta"})
-_CALL_TOOL_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "meta", "_meta"})
+_CALL_TOOL_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "meta", "_meta", "resultType"})
+_INPUT_REQUIRED_KEYS = frozenset({"resultType", "inputRequests", "requestState", "meta", "_meta"})
 
 
 def _first_key(value: str) -> str | None:
@@ -159,6 +165,8 @@ def _reduce_result(value: Any, depth: int) -> Any:
     inner: Any = _text_block(value)
     if inner is not None:
         return inner
+    if value.get("resultType") == "input_required" and value.keys() <= _INPUT_REQUIRED_KEYS:
+        return {"input_required": value.get("inputRequests")}
     if ("content" in value and ("isError" in value or "structuredContent" in value)
             and value.keys() <= _CALL_TOOL_RESULT_KEYS):
         structured = value.get("structuredContent")

@@ -10,7 +10,25 @@ last.
   ``response``). The part ``id`` changes every call and is never read.
 * ``invoke_agent`` spans (also recognised by the span name ``invoke_agent ...``, for
   frameworks that set ``gen_ai.operation.name`` only after the span started, such as Google
-  ADK): ``gen_ai.agent.name``, else ``gen_ai.agent.id``.
+  ADK): ``gen_ai.agent.name``, else ``gen_ai.agent.id``. The 2026 conventions
+  (``gen_ai.invocation.internal``, semantic-conventions-genai #571) add two more run roots:
+  ``handle_conversation_turn`` (a framework's runner entry point: ADK ``Runner.run``, OpenAI
+  Agents ``Runner.run``) and ``invoke_workflow``; their agent is ``gen_ai.agent.name`` (the
+  entry-point agent), else ``gen_ai.workflow.name``. :func:`is_nested` reads
+  ``gen_ai.invocation.is_nested``.
+* 2026 tool-call refinements: a ``gen_ai.tool.call.decision`` (#535; the event, or its
+  ``gen_ai.tool.call.decision.outcome`` on the tool span) of ``deny``, or of
+  ``require_approval`` with no result, means the call never ran (:func:`tool_decision`,
+  ``ToolContent.executed``); a ``gen_ai.execute_tool.command`` span (#574) with a nonzero
+  ``process.exit.code`` failed, its error type the exit code (what ``error.type`` SHOULD be).
+* ``fetch_response`` spans (#516; a background response polled by its id): a poll, read as a
+  call of the tool ``fetch_response`` with the response id as its argument and
+  ``{"status": gen_ai.response.status, "id": ...}`` as its result, so that a response still
+  ``queued`` / ``in_progress`` is a wait (the implicit wait budget, or a manifest entry for
+  ``fetch_response``), never a repeat; its usage is not counted (the operation does no
+  inference).
+* model spans may carry ``gen_ai.conversation.compacted = true`` (the context is a compacted
+  view of the conversation): :func:`is_compacted`.
 * model calls (``chat``, ``generate_content``, ``text_completion``, ``embeddings``, or any
   span with usage): ``gen_ai.usage.input_tokens`` + ``output_tokens``, the deprecated
   ``prompt_tokens`` / ``completion_tokens``, else ``gen_ai.usage.total_tokens``.
@@ -21,13 +39,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SpanConvention, ToolContent, as_number, as_text, decode_json, event_attributes, first_text
+from .base import (
+    COMPACTED_CONTEXT,
+    SpanConvention,
+    ToolContent,
+    as_number,
+    as_text,
+    decode_json,
+    event_attributes,
+    first_text,
+)
 from .record import SpanKind, SpanRecord
 
-__all__ = ["GenAIConvention", "message_parts", "tokens_from"]
+__all__ = ["GenAIConvention", "is_compacted", "is_nested", "message_parts", "tokens_from", "tool_decision"]
 
 OPERATION = "gen_ai.operation.name"
 _MODEL_OPS = frozenset({"chat", "generate_content", "text_completion", "embeddings"})
+#: Operations of an agent (run-root) span: ``invoke_agent``, and the 2026
+#: ``gen_ai.invocation.internal`` operations.
+AGENT_OPERATIONS = frozenset({"invoke_agent", "handle_conversation_turn", "invoke_workflow"})
+_AGENT_NAME_PREFIXES = tuple(op + " " for op in sorted(AGENT_OPERATIONS))
+FETCH_RESPONSE = "fetch_response"
+DECISION_EVENT = "gen_ai.tool.call.decision"
+DECISION_OUTCOME = "gen_ai.tool.call.decision.outcome"
+NESTED = "gen_ai.invocation.is_nested"
+COMPACTED = "gen_ai.conversation.compacted"
+EXIT_CODE = "process.exit.code"
 _USAGE_PAIRS = (
     ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
@@ -96,6 +133,71 @@ def _from_parts(span: SpanRecord) -> ToolContent | None:
     return ToolContent(name, arguments, result)
 
 
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    text = as_text(value)
+    if text is not None and text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    return None
+
+
+def is_nested(span: SpanRecord) -> bool | None:
+    """``gen_ai.invocation.is_nested`` of an invocation span: ``False`` for the one
+    top-level invocation of a conversation turn, ``True`` for one inside another (an agent
+    handed off to, an agent run as a tool); ``None`` when not set."""
+    return _flag(span.attributes.get(NESTED))
+
+
+def is_compacted(span: SpanRecord) -> bool:
+    """Whether the span says its conversation context is a compacted view of the earlier
+    conversation (``gen_ai.conversation.compacted = true``; the conventions never set it
+    ``false``): the boundary a compaction-aware reader of the run starts from."""
+    return _flag(span.attributes.get(COMPACTED)) is True
+
+
+def tool_decision(span: SpanRecord) -> str | None:
+    """The pre-execution decision on a tool span (``allow``, ``deny``,
+    ``require_approval``): ``gen_ai.tool.call.decision.outcome`` on the span, else the last
+    ``gen_ai.tool.call.decision`` event's; ``None`` when there is none."""
+    outcome = as_text(span.attributes.get(DECISION_OUTCOME))
+    if outcome:
+        return outcome.strip().lower()
+    if not span.events:
+        return None
+    for attrs in reversed(event_attributes(span, DECISION_EVENT)):
+        outcome = as_text(attrs.get(DECISION_OUTCOME))
+        if outcome:
+            return outcome.strip().lower()
+    return None
+
+
+def ran(span: SpanRecord, result: Any) -> bool:
+    """Whether a tool span's call ran: not when it was denied, nor when it awaits approval
+    and has no result."""
+    outcome = tool_decision(span)
+    return not (outcome == "deny" or (outcome == "require_approval" and result is None))
+
+
+def _exit_failure(a: Mapping[str, Any]) -> str | None:
+    """The error type of a command that exited nonzero (``process.exit.code``): the exit
+    code's text, as the conventions want ``error.type``; ``None`` for 0 or no code."""
+    code = as_number(a.get(EXIT_CODE))
+    if code is None or code == 0 or code != int(code):
+        return None
+    return str(int(code))
+
+
+def _fetch(span: SpanRecord) -> ToolContent:
+    """A ``fetch_response`` span as a poll: the response id asked for, the status seen."""
+    a = span.attributes
+    response = first_text(a, "gen_ai.response.id")
+    status = first_text(a, "gen_ai.response.status")
+    arguments = {"response_id": response} if response else None
+    result = {"status": status, "id": response} if status else None
+    return ToolContent(FETCH_RESPONSE, arguments, result)
+
+
 class GenAIConvention(SpanConvention):
     """The OpenTelemetry GenAI semantic conventions."""
 
@@ -108,9 +210,9 @@ class GenAIConvention(SpanConvention):
         a = span.attributes
         op = a.get(OPERATION)
         if isinstance(op, str):
-            if op == "execute_tool":
+            if op == "execute_tool" or op == FETCH_RESPONSE:
                 return SpanKind.TOOL
-            if op == "invoke_agent":
+            if op in AGENT_OPERATIONS:
                 return SpanKind.AGENT
             if op in _MODEL_OPS:
                 return SpanKind.MODEL
@@ -126,6 +228,8 @@ class GenAIConvention(SpanConvention):
 
     def read_tool(self, span: SpanRecord) -> ToolContent | None:
         a = span.attributes
+        if a.get(OPERATION) == FETCH_RESPONSE:
+            return _fetch(span)
         name = first_text(a, "gen_ai.tool.name")
         if name is None and isinstance(span.name, str) and span.name.startswith("execute_tool "):
             name = span.name[len("execute_tool "):] or None
@@ -137,16 +241,20 @@ class GenAIConvention(SpanConvention):
                 name = name or parts.name
                 arguments = parts.arguments if arguments is None else arguments
                 result = parts.result if result is None else result
-        return ToolContent(name, arguments, result)
+        exit_error = _exit_failure(a) if EXIT_CODE in a else None
+        return ToolContent(name, arguments, result, error_type=exit_error)
 
     def read_tokens(self, span: SpanRecord) -> int | None:
         return tokens_from(span.attributes, _USAGE_PAIRS, ("gen_ai.usage.total_tokens",))
 
     def agent_name(self, span: SpanRecord) -> str | None:
-        name = first_text(span.attributes, "gen_ai.agent.name", "gen_ai.agent.id")
+        name = first_text(span.attributes, "gen_ai.agent.name", "gen_ai.agent.id", "gen_ai.workflow.name")
         if name:
             return name
         span_name = span.name
-        if isinstance(span_name, str) and span_name.startswith("invoke_agent "):
-            return span_name[len("invoke_agent "):] or None
+        if isinstance(span_name, str) and span_name.startswith(_AGENT_NAME_PREFIXES):
+            return span_name.partition(" ")[2] or None
         return None
+
+    def read_compaction(self, span: SpanRecord) -> str | None:
+        return COMPACTED_CONTEXT if is_compacted(span) else None

@@ -9,6 +9,15 @@
   {tool}`` on the sending side and ``MCP handle tools/call {tool}`` on the receiving side,
   with only ``mcp.method.name`` and ``jsonrpc.request.id``: no content, and the tool name
   only in the span name.
+* The stateless 2026-07-28 revision (semantic-conventions-genai ``model/mcp/registry.yaml``,
+  changelog ``+.enhancement.md`` / ``+.deprecation.md``): no ``initialize`` and no session, so
+  no ``mcp.session.id`` (nothing here needs it; runs are grouped by
+  :mod:`.grouping`); ``mcp.protocol.version = 2026-07-28``; the new methods
+  ``server/discover``, ``subscriptions/listen`` and
+  ``notifications/subscriptions/acknowledged`` are not tool calls (only ``tools/call`` is).
+  A Multi Round-Trip Request answers a ``tools/call`` with an ``InputRequiredResult`` and the
+  client sends the call again with the input: each round is a call, its result reduced by
+  :mod:`.envelopes` (the opaque ``requestState`` taken off).
 """
 
 from __future__ import annotations

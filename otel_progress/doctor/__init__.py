@@ -31,7 +31,7 @@ from typing import Any
 
 from ._names import ENV_CHAINED_HOOK, ENV_REPORT, HOOK
 from .checks import ERROR, WARNING, Finding, content_statuses, environment_findings, run_findings
-from .coding_agents import AgentStatus, agent_findings, agent_statuses
+from .coding_agents import AgentStatus, agent_findings, agent_statuses, cli_exporter_signals
 from .grouping import grouping_findings
 from .probe import MARKER
 
@@ -212,9 +212,10 @@ def diagnose(command: Sequence[str] | None = None, environ: Mapping[str, str] | 
     if command and not cmd:
         raise DoctorError("no command after '--'")
     probe = run_probe(python or sys.executable, env)
-    report = DoctorReport(probe=probe, findings=environment_findings(probe))
-    report.coding_agents = agent_statuses(env)
-    report.findings += agent_findings(report.coding_agents)
+    agents = agent_statuses(env)
+    report = DoctorReport(probe=probe, findings=environment_findings(probe, cli_exporter_signals(agents)))
+    report.coding_agents = agents
+    report.findings += agent_findings(agents)
     if not cmd:
         return report
     report.command = cmd

@@ -31,9 +31,19 @@ class Finding:
         return asdict(self)
 
 
+_GENAI_UTIL = "opentelemetry-util-genai"
+
+
 def content_statuses(probe: Mapping[str, Any]) -> list[ContentStatus]:
-    """The content settings in effect for the instrumentations installed."""
-    return evaluate(probe.get("environment") or {}, probe.get("distributions") or {})
+    """The content settings in effect for the instrumentations installed.
+    ``opentelemetry-util-genai`` counts only when an installed distribution requires it
+    (an instrumentation built on it): installed alone (a test dependency, a leftover) its
+    setting concerns no span."""
+    distributions = dict(probe.get("distributions") or {})
+    users = probe.get("genai_util_users")
+    if _GENAI_UTIL in distributions and isinstance(users, list) and not users:
+        del distributions[_GENAI_UTIL]
+    return evaluate(probe.get("environment") or {}, distributions)
 
 
 def _exporter_entry_point(name: str, signal: str, env: Mapping[str, str]) -> str:
@@ -46,7 +56,7 @@ def _exporter_entry_point(name: str, signal: str, env: Mapping[str, str]) -> str
     return "otlp_proto_http" if protocol.startswith("http") else "otlp_proto_grpc"
 
 
-def _sdk_findings(probe: Mapping[str, Any]) -> list[Finding]:
+def _sdk_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] = frozenset()) -> list[Finding]:
     env = probe.get("environment") or {}
     out: list[Finding] = []
     if not probe.get("opentelemetry_instrument"):
@@ -70,10 +80,18 @@ def _sdk_findings(probe: Mapping[str, Any]) -> list[Finding]:
         known = set(exporters.get(signal) or ())
         missing = [n for n in names if n != "none" and _exporter_entry_point(n, signal, env) not in known]
         if missing:
+            if signal in cli_signals:
+                # A coding CLI reads the same variable for its own export: setting it to none
+                # would switch that telemetry, and with it the detection, off.
+                fix = (f"install it (pip install opentelemetry-exporter-otlp) in this Python environment; keep"
+                       f" {var}={raw or 'otlp'}: a coding CLI configured here reads it too, and none would"
+                       " switch its telemetry off")
+            else:
+                fix = (f"install it (opentelemetry-exporter-otlp for otlp) or set {var}="
+                       f"{'console' if signal == 'traces' else 'none'}")
             out.append(Finding(ERROR, "sdk", f"{var}{'' if raw else ' (default otlp)'}: no {signal} exporter"
                                f" {', '.join(missing)} is installed, so the SDK set-up fails and nothing is"
-                               " instrumented", f"install it (opentelemetry-exporter-otlp for otlp) or set {var}="
-                               f"{'console' if signal == 'traces' else 'none'}"))
+                               " instrumented", fix))
     return out
 
 
@@ -131,11 +149,13 @@ def _content_findings(statuses: Sequence[ContentStatus]) -> list[Finding]:
     return out
 
 
-def environment_findings(probe: Mapping[str, Any]) -> list[Finding]:
-    """Everything wrong with the environment the probe examined."""
+def environment_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] = frozenset()) -> list[Finding]:
+    """Everything wrong with the environment the probe examined (``cli_signals``: the
+    signals, ``traces`` / ``metrics`` / ``logs``, whose ``OTEL_*_EXPORTER`` variable a
+    configured coding CLI also reads: the fix never tells to set those to ``none``)."""
     if probe.get("error"):
         return [Finding(ERROR, "sdk", f"the environment could not be examined: {probe['error']}")]
-    return (_sdk_findings(probe) + _instrumentor_findings(probe) + _progress_findings(probe)
+    return (_sdk_findings(probe, cli_signals) + _instrumentor_findings(probe) + _progress_findings(probe)
             + _content_findings(content_statuses(probe)))
 
 

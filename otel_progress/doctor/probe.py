@@ -55,6 +55,25 @@ def _distributions() -> dict[str, str]:
     return out
 
 
+_GENAI_UTIL = "opentelemetry-util-genai"
+
+
+def _genai_util_users() -> list[str]:
+    """Installed distributions that require ``opentelemetry-util-genai`` (not as an extra):
+    the instrumentations whose content setting is ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
+    import re
+    from importlib.metadata import distributions
+
+    out: set[str] = set()
+    for dist in distributions():
+        for requirement in dist.requires or ():
+            name, _, marker = requirement.partition(";")
+            base = re.split(r"[\s<>=!~\[(]", name.strip(), maxsplit=1)[0].lower().replace("_", "-")
+            if base == _GENAI_UTIL and "extra" not in marker:
+                out.add((dist.metadata.get("Name") or "").strip().lower().replace("_", "-"))
+    return sorted(n for n in out if n)
+
+
 def _entry_points(group: str) -> list[Any]:
     try:
         from opentelemetry.util._importlib_metadata import entry_points
@@ -157,6 +176,7 @@ def probe(environ: dict[str, str] | None = None) -> dict[str, Any]:
         "opentelemetry_instrument": (instrument if os.path.exists(instrument)
                                      else shutil.which("opentelemetry-instrument")),
         "distributions": _distributions(),
+        "genai_util_users": _genai_util_users(),
         "distros": _component_names("opentelemetry_distro"),
         "configurators": _component_names("opentelemetry_configurator"),
         "exporters": {signal: _component_names(f"opentelemetry_{signal}_exporter")

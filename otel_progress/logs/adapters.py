@@ -20,6 +20,7 @@ from .record import LogRecordView
 __all__ = ["event_name_of", "is_logs_document", "records_from_request"]
 
 _MAX_NAME = 128
+_SCALAR_KEYS = ("stringValue", "boolValue", "intValue", "doubleValue")  # looked for before containers
 
 
 def event_name_of(event_name: Any, attributes: Mapping[str, Any], body: Any) -> str:
@@ -52,6 +53,7 @@ def records_from_request(
     source: str = "",
     line: int = 0,
     start_index: int = 0,
+    names: frozenset[str] | None = None,
 ) -> Iterator[LogRecordView]:
     """The log records of one ``ExportLogsServiceRequest`` (or ``LogsData``) in OTLP/JSON.
 
@@ -81,7 +83,7 @@ def records_from_request(
                 if not isinstance(record, Mapping):
                     continue
                 try:
-                    view = _record(record, resource_attrs, scope_name, index, problems, source, line)
+                    view = _record(record, resource_attrs, scope_name, index, problems, source, line, names)
                 except Exception as exc:  # never expected (every helper is total): skip, say so
                     if problems is not None:
                         problems.append(ReadProblem(source, line, f"log record could not be read"
@@ -92,20 +94,30 @@ def records_from_request(
 
 
 def _record(record: Mapping[str, Any], resource: Mapping[str, Any], scope: str, index: int,
-            problems: list[ReadProblem] | None, source: str, line: int) -> LogRecordView:
+            problems: list[ReadProblem] | None, source: str, line: int,
+            names: frozenset[str] | None = None) -> LogRecordView:
     trace_id, trace_ok = _hex_id(record.get("traceId", record.get("trace_id")), 16)
     span_id, span_ok = _hex_id(record.get("spanId", record.get("span_id")), 8)
     if problems is not None and not (trace_ok and span_ok):
         problems.append(ReadProblem(source, line, "log record with a malformed traceId/spanId (expected hex or"
                                                   " base64 of 16/8 bytes); kept under that id"))
-    attributes = _attributes(record.get("attributes"))
-    body = any_value(record.get("body"))
     observed = _int(record.get("observedTimeUnixNano", record.get("observed_time_unix_nano")))
     time_ns = _int(record.get("timeUnixNano", record.get("time_unix_nano")))
+    raw_name = record.get("eventName", record.get("event_name"))
+    raw_attributes = record.get("attributes")
+    if names is not None:
+        name = _unread_name(raw_name, raw_attributes, record.get("body"), names)
+        if name is not None:  # no reader reads it: its attributes and body are not converted
+            return LogRecordView(time_ns=time_ns or observed, observed_ns=observed, event_name=name, resource=resource,
+                                 scope=scope, trace_id=trace_id, span_id=span_id,
+                                 severity=_int(record.get("severityNumber", record.get("severity_number"))),
+                                 index=index)
+    attributes = _attributes(raw_attributes)
+    body = any_value(record.get("body"))
     return LogRecordView(
         time_ns=time_ns or observed,
         observed_ns=observed,
-        event_name=event_name_of(record.get("eventName", record.get("event_name")), attributes, body),
+        event_name=event_name_of(raw_name, attributes, body),
         body=body,
         attributes=attributes,
         resource=resource,
@@ -115,3 +127,23 @@ def _record(record: Mapping[str, Any], resource: Mapping[str, Any], scope: str, 
         severity=_int(record.get("severityNumber", record.get("severity_number"))),
         index=index,
     )
+
+
+def _unread_name(event_name: Any, attributes: Any, body: Any, names: frozenset[str]) -> str | None:
+    """The event name of a record no reader reads (neither its event name nor its
+    ``event.name`` attribute is in ``names``), else None: read from the JSON without
+    converting any other attribute, nor a body that is not a string."""
+    attribute = None
+    if isinstance(attributes, list):  # the last event.name wins, as in _attributes
+        for item in attributes:
+            if isinstance(item, Mapping) and item.get("key") == "event.name":
+                attribute = any_value(item.get("value"))
+    if isinstance(attribute, str) and attribute in names:
+        return None
+    if isinstance(body, Mapping) and not any(k in body for k in _SCALAR_KEYS) and (
+            "arrayValue" in body or "kvlistValue" in body):
+        text = None  # a list or a map: never a name (and not converted)
+    else:
+        text = any_value(body)
+    name = event_name_of(event_name, {"event.name": attribute} if attribute is not None else {}, text)
+    return None if name in names else name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..model import ToolCall
+from ..model import Compaction, ToolCall
 from .record import LogRecordView
 
 __all__ = [
@@ -36,10 +36,14 @@ class LogObservation(NamedTuple):
     """What a reader found in one log record.
 
     Attributes:
-        kind: ``"tool"`` (``call`` is set), ``"tokens"`` (``tokens`` is set) or
+        kind: ``"tool"`` (``call`` is set), ``"tokens"`` (``tokens`` is set),
+            ``"compaction"`` (``compaction`` is set: the agent compacted its context) or
             ``"other"`` (known to the reader, nothing for the engine).
         run_key: the run the record belongs to, prefixed by the convention's name (e.g.
-            ``"claude_code|<session.id>|<prompt.id>"``); records of one run share it.
+            ``"claude_code|<session.id>|<prompt.id>"``); records of one run share it. With
+            ``session_wide`` it is the prefix every run of one agent session shares (the
+            record names the session, not the prompt: Gemini CLI's ``chat_compression``);
+            it then belongs to the session's run seen last.
         order: the sort key of the record inside its run (e.g. ``(event.sequence,)`` or
             ``(time_ns, index)``); only compared with keys of the same run.
         call: the tool call, for ``kind == "tool"``.
@@ -47,6 +51,8 @@ class LogObservation(NamedTuple):
         agent: the agent's name (e.g. ``"claude-code"``), for annotations and metrics.
         evidence_level: :data:`EVIDENCE_FULL`, :data:`EVIDENCE_ARGUMENTS` or
             :data:`EVIDENCE_NAMES`: what the record lets a detector conclude.
+        compaction: the compaction, for ``kind == "compaction"``.
+        session_wide: ``run_key`` names the session only (see ``run_key``).
     """
 
     kind: str
@@ -56,6 +62,8 @@ class LogObservation(NamedTuple):
     tokens: int = 0
     agent: str | None = None
     evidence_level: str = EVIDENCE_FULL
+    compaction: Compaction | None = None
+    session_wide: bool = False
 
 
 class LogConvention:

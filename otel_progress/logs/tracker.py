@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ..runs.logruns import DEFAULT_REORDER_WINDOW, LogRun, LogRunTracker, RunEnd
+from ..runs.logruns import DEFAULT_REORDER_WINDOW, FED_KINDS, LogRun, LogRunTracker, RunEnd
 
-__all__ = ["DEFAULT_REORDER_WINDOW", "LogRun", "LogRunTracker", "RunEnd"]
+__all__ = ["DEFAULT_REORDER_WINDOW", "FED_KINDS", "LogRun", "LogRunTracker", "RunEnd"]

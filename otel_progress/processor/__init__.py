@@ -15,13 +15,17 @@ The package, one module per responsibility:
   public-API fallback for every private field;
 * :mod:`.tracker`: runs and lineage (which run a span belongs to) and the engine calls;
 * :mod:`.handoff`: background analysis (queue, worker, drain, fork safety);
-* :mod:`.annotation`: live annotation and annotated copies.
+* :mod:`.annotation`: live annotation and annotated copies;
+* :mod:`.log_events`: the detections as ``gen_ai.evaluation.result`` log records, through
+  the SDK's logs pipeline (the ``detection_events`` setting).
 """
 
 from __future__ import annotations
 
+from .log_events import DETECTION_EVENTS, ENV_DETECTION_EVENTS, DetectionLogger, detection_events_mode
 from .sdk import on_ending_is_mutable
 from .span_processor import ANALYSIS_MODES, ENV_ANALYSIS, DetectionHook, ProgressSpanProcessor, analysis_mode
 
-__all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode",
+__all__ = ["ANALYSIS_MODES", "DETECTION_EVENTS", "ENV_ANALYSIS", "ENV_DETECTION_EVENTS", "DetectionHook",
+           "DetectionLogger", "ProgressSpanProcessor", "analysis_mode", "detection_events_mode",
            "on_ending_is_mutable"]

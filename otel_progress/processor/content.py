@@ -1,11 +1,17 @@
-"""The run-time warning when tool spans keep arriving without content.
+"""The run-time warnings when tool spans arrive without content, or do not arrive at all.
 
 Without arguments or results on the tool spans, otel-progress can only count recurring
 errors (names alone are never compared), and most set-ups that fail, fail silently.
-:class:`ContentWatch` logs ONE warning (logger ``otel_progress``, level WARNING) when the
-first :data:`WARN_AFTER` tool spans all arrived without content, naming the
-instrumentation that made them and the setting to change, from the table in
-:mod:`otel_progress.content_settings` (the one ``otel-progress doctor`` reports).
+:class:`ContentWatch` logs (logger ``otel_progress``, level WARNING):
+
+* once per process, when the first :data:`WARN_AFTER` tool spans all arrived without
+  content, naming the instrumentation that made them and the setting to change, from the
+  table in :mod:`otel_progress.content_settings` (the one ``otel-progress doctor`` reports);
+* once per run (a trace whose local root span ended) that could not be checked and was not
+  covered by that warning: a run with GenAI spans but no tool span in a convention
+  otel-progress reads (smolagents' own instrumentation, CrewAI through OpenLLMetry), or a
+  run whose tool spans, fewer than :data:`WARN_AFTER`, all came without content. At most one
+  such line per :data:`RUN_WARNING_SECONDS`; the runs in between are counted in the next.
 """
 
 from __future__ import annotations
@@ -13,13 +19,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["WARN_AFTER", "ContentWatch"]
+__all__ = ["MAX_TRACKED_RUNS", "RUN_WARNING_SECONDS", "WARN_AFTER", "ContentWatch"]
 
 #: Tool spans in a row without content, none with content before them, before the warning.
 WARN_AFTER = 10
+#: At most one per-run warning line in this many seconds (the others are counted).
+RUN_WARNING_SECONDS = 60.0
+#: Runs (traces) followed at once; the oldest is forgotten past it.
+MAX_TRACKED_RUNS = 4096
 
 _log = logging.getLogger("otel_progress")
 
@@ -33,20 +45,39 @@ def _advice(attributes: Mapping[str, Any], scope: str) -> str:
         return "enable the instrumentation's content capture"
 
 
+class _Run:
+    __slots__ = ("attributes", "genai", "scope", "tools")
+
+    def __init__(self) -> None:
+        self.tools = 0  # tool spans without content
+        self.genai = 0  # GenAI spans that are not tool spans
+        self.attributes: Mapping[str, Any] = {}
+        self.scope = ""
+
+
 class ContentWatch:
     """Counts tool spans without content until the first one with content (or the
-    warning). After that, one flag check per tool span."""
+    warning), and, per run, what could not be checked. A run that had a tool span with
+    content is forgotten at once."""
 
-    def __init__(self, warn_after: int = WARN_AFTER) -> None:
+    def __init__(self, warn_after: int = WARN_AFTER, every_s: float = RUN_WARNING_SECONDS) -> None:
         self.done = False
         self.warned = False
         self._without = 0
         self._warn_after = max(1, warn_after)
         self._lock = threading.Lock()
+        self._runs: OrderedDict[int, _Run | None] = OrderedDict()  # None: the run had content
+        self._every = every_s
+        self._next_log = 0.0
+        self._unlogged = 0
+        #: runs that ended without anything otel-progress could check (warned or counted)
+        self.runs_unchecked = 0
 
-    def seen(self, captured: bool, attributes: Mapping[str, Any], scope: str = "") -> None:
+    def seen(self, captured: bool, attributes: Mapping[str, Any], scope: str = "", trace: int | None = None) -> None:
         """A tool span was read: ``captured`` says whether it carried content;
-        ``scope``: its instrumentation scope name."""
+        ``scope``: its instrumentation scope name; ``trace``: its trace id."""
+        if trace is not None:
+            self._tool_of_run(trace, captured, attributes, scope)
         if self.done:
             return
         if captured:
@@ -63,3 +94,63 @@ class ContentWatch:
             "otel-progress: the first %d tool spans carried no arguments or results, so loops cannot be"
             " detected (only recurring errors). %s. `otel-progress doctor` shows the settings in effect."
             " (Logged once.)", self._without, _advice(attributes, scope))
+
+    def _run(self, trace: int) -> _Run | None:
+        runs = self._runs
+        run = runs.get(trace, False)
+        if run is False:
+            run = runs[trace] = _Run()
+            if len(runs) > MAX_TRACKED_RUNS:
+                runs.popitem(last=False)
+        return run  # type: ignore[return-value]
+
+    def _tool_of_run(self, trace: int, captured: bool, attributes: Mapping[str, Any], scope: str) -> None:
+        with self._lock:
+            if captured:
+                self._runs[trace] = None
+                return
+            run = self._run(trace)
+            if run is not None:
+                run.tools += 1
+                if not run.attributes:
+                    run.attributes, run.scope = dict(attributes), scope
+
+    def genai_span(self, trace: int, attributes: Mapping[str, Any], scope: str = "") -> None:
+        """A GenAI span that is no tool span (an agent, a model call, a chain) ended."""
+        with self._lock:
+            run = self._run(trace)
+            if run is not None:
+                run.genai += 1
+                if not run.scope:
+                    run.scope = scope
+
+    def run_ended(self, trace: int) -> None:
+        """The trace's local root span ended: say so if the run could not be checked."""
+        if trace not in self._runs:
+            return  # (every root span ends here: the usual case takes no lock)
+        with self._lock:
+            run = self._runs.pop(trace, None)
+            if run is None or (run.tools == 0 and run.genai == 0):
+                return
+            if run.tools and self.warned:
+                return  # the process-wide warning said it already
+            self.runs_unchecked += 1
+            now = time.monotonic()
+            if now < self._next_log:
+                self._unlogged += 1
+                return
+            self._next_log = now + self._every
+            more, self._unlogged = self._unlogged, 0
+        tail = f" ({more} more run(s) like it since the last such message.)" if more else ""
+        trace_hex = format(trace, "032x")
+        if run.tools:
+            _log.warning(
+                "otel-progress: the %d tool span(s) of run %s carried no arguments or results, so its loops"
+                " could not be checked (only recurring errors). %s. `otel-progress doctor` shows the settings in"
+                " effect.%s", run.tools, trace_hex, _advice(run.attributes, run.scope), tail)
+        else:
+            _log.warning(
+                "otel-progress: run %s ended with %d GenAI span(s) (instrumentation scope %s) but no tool span"
+                " in a convention otel-progress reads, so nothing in it could be checked for loops. Run"
+                " `otel-progress doctor -- <your command>` to see the spans it makes; the README lists the"
+                " instrumentations whose tool spans are read.%s", trace_hex, run.genai, run.scope or "unknown", tail)

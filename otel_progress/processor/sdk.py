@@ -104,18 +104,19 @@ def record(span: ReadableSpan, attrs: Mapping[str, Any]) -> SpanRecord:
     ctx = span.context
     parent = span.parent
     status = span.status
+    events = span.events
     return SpanRecord(
-        trace_id=format(ctx.trace_id, "032x"),
-        span_id=format(ctx.span_id, "016x"),
-        parent_id=format(parent.span_id, "016x") if parent is not None else "",
-        name=span.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or 0,
-        attributes=attrs,
-        error=status.status_code is StatusCode.ERROR,
-        status_message=status.description or "",
-        events=tuple((e.name, e.attributes or {}) for e in span.events),
-        resource=_resource_attributes(span),
+        format(ctx.trace_id, "032x"),
+        format(ctx.span_id, "016x"),
+        format(parent.span_id, "016x") if parent is not None else "",
+        span.name,
+        span.start_time or 0,
+        span.end_time or 0,
+        attrs,
+        status.status_code is StatusCode.ERROR,
+        status.description or "",
+        tuple((e.name, e.attributes or {}) for e in events) if events else (),
+        _resource_attributes(span),
     )
 
 

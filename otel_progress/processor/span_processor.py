@@ -31,6 +31,7 @@ from ..runs.model import RunModel
 from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch
 from .handoff import BackgroundAnalysis
+from .log_events import DetectionLogger, detection_events_mode, plan
 from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, resolve_mode
 from .sdk import NOOP_ON_START, SHAPE_ERRORS, live_attributes, local_parent, probe, public_fields, record, span_fields
 
@@ -79,6 +80,11 @@ class ProgressSpanProcessor(SpanProcessor):
         max_queue_size: background analysis: queued span starts and ends at most. A
             thread ending a span while the queue is full waits for room (at most a
             second, then queues past the bound); nothing is dropped.
+        detection_events: ``"span"`` (span events and attributes), ``"log"`` (each
+            detection as a ``gen_ai.evaluation.result`` log record in the span's context,
+            spans left alone) or ``"both"``. Default: ``OTEL_PROGRESS_DETECTION_EVENTS``,
+            else ``"both"``. See :mod:`.log_events`.
+        logger_provider: for the log records; default the global provider.
     """
 
     def __init__(
@@ -95,6 +101,8 @@ class ProgressSpanProcessor(SpanProcessor):
         use_on_ending: bool | None = None,
         analysis: str | None = None,
         max_queue_size: int = 2048,
+        detection_events: str | None = None,
+        logger_provider: Any = None,
     ) -> None:
         mode = analysis_mode(analysis)
         if span_processor is None:
@@ -108,6 +116,9 @@ class ProgressSpanProcessor(SpanProcessor):
         self._engine_given = engine is not None
         self._engine = engine if engine is not None else ProgressEngine(self._config)
         self._hook = on_detection
+        self._log_events, annotate_tool_spans, annotate_agent_spans = plan(
+            detection_events_mode(detection_events), logger_provider, annotate_tool_spans, annotate_agent_spans,
+            self._fail)
         self._annotate_tools = annotate_tool_spans
         self._annotate_agents = annotate_agent_spans
         self._max_spans = max(16, int(max_spans))
@@ -142,7 +153,6 @@ class ProgressSpanProcessor(SpanProcessor):
         self._init_state()
         self._at_exit: Callable[[], None] | None = None
         _register_process_hooks(ref)
-
 
     # -- state ------------------------------------------------------------------------
 
@@ -223,6 +233,11 @@ class ProgressSpanProcessor(SpanProcessor):
         """Where the analysis runs: ``"inline"`` or ``"background"`` (``"auto"`` resolved;
         inline again once shut down)."""
         return "background" if self._background else "inline"
+
+    @property
+    def log_events(self) -> DetectionLogger | None:
+        """What emits the detections as log records (None: ``detection_events="span"``)."""
+        return self._log_events
 
     @property
     def annotates_in_on_ending(self) -> bool:
@@ -490,6 +505,10 @@ class ProgressSpanProcessor(SpanProcessor):
         if entry is None and current is None and not self._background and sid not in self._spans:
             current = self._current(attrs, sid)
         mine = self._tracker.end(span, tid, sid, parent, attrs, entry, current)
+        if not CLASSIFY_KEYS.isdisjoint(attrs):
+            self._content.genai_span(tid, attrs, _scope_name(span))
+        if parent is None or parent[2]:
+            self._content.run_ended(tid)
         late = self._late.pop(sid, None) if self._late else None
         if not self._inners or not ((mine and self._annotate_tools) or late):
             return span
@@ -539,13 +558,13 @@ class ProgressSpanProcessor(SpanProcessor):
             self._metrics.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
 
     def _tool_call_seen(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
-        content = self._content
-        if not content.done:
-            scope = getattr(span, "instrumentation_scope", None)
-            content.seen(call.captured, attrs, getattr(scope, "name", "") or "")
+        context = getattr(span, "context", None)
+        self._content.seen(call.captured, attrs, _scope_name(span), getattr(context, "trace_id", None))
 
     def _emit(self, det: Detection) -> None:
         self._metrics.detection(det)
+        if self._log_events is not None:
+            self._log_events.emit(det)
         hook = self._hook
         if hook is None:
             return
@@ -597,3 +616,9 @@ def _register_process_hooks(ref: weakref.ReferenceType[ProgressSpanProcessor]) -
 
         processor._at_exit = _drain_at_exit
         atexit.register(_drain_at_exit)
+
+
+def _scope_name(span: Any) -> str:
+    """The instrumentation scope name of an SDK span ("" when it has none)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    return getattr(scope, "name", "") or ""

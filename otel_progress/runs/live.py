@@ -48,7 +48,16 @@ from typing import Any
 from ..config import Config
 from ..conventions import MARKER_KEYS
 from ..model import Detection
-from ..spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
+from ..spans import (
+    CompactionMarks,
+    SpanKind,
+    SpanRecord,
+    agent_name,
+    classify,
+    read_tokens,
+    read_tool_call,
+    run_group,
+)
 from .identity import span_session
 from .model import RunModel
 
@@ -180,6 +189,7 @@ class RunTracker:
         self._evicted = evicted
         self._tool_call = tool_call
         self._next_evict = 0.0
+        self._compactions = CompactionMarks()  # compaction boundaries, from the runs' model spans
         # Agent and root spans the application dropped (their weak references died),
         # appended by the garbage collector's callback (any thread, any moment: it only
         # appends) and forgotten by reap() at the next start.
@@ -409,8 +419,15 @@ class RunTracker:
                    flushed: bool) -> list[Detection] | None:
         trace_hex = format(tid, "032x")
         run_hex = cp[0].hex if cp[0] is not None else ""
-        dets = [] if flushed else self.model.reported(self.model.flush(trace_hex, run_hex))
-        tokens = read_tokens(SpanRecord("", "", attributes=attrs))
+        dets = [] if flushed else self.model.flush(trace_hex, run_hex)
+        record = SpanRecord(trace_hex, format(sid, "016x"), name=getattr(span, "name", "") or "", attributes=attrs,
+                            start_ns=getattr(span, "start_time", 0) or 0)
+        with self.lock:
+            compaction = self._compactions.at(record, trace_hex, run_hex, cp[0].agent if cp[0] is not None else None)
+        if compaction is not None:
+            dets = [*dets, *self.model.compaction(compaction)]
+        dets = self.model.reported(dets)
+        tokens = read_tokens(record)
         if tokens > 0:
             with self.lock:
                 self._trace(tid)  # so that the trace's end frees the engine's state

@@ -3,10 +3,12 @@
 Log records of one run (one coding agent's session and prompt, see each reader's
 ``run_key``) arrive interleaved with other runs' and, across export batches, not always in
 order. :class:`LogRunTracker` keeps, per run, a bounded reorder buffer sorted by the
-reader's ``order`` key; an observation leaves the buffer (tool calls and tokens to the
-run model) when the buffer holds more than ``reorder_window`` of them, or when the caller
-releases it (:meth:`~LogRunTracker.release`, e.g. after each export request in the
-service).
+reader's ``order`` key; an observation leaves the buffer (tool calls, tokens and compactions
+to the run model, a compaction between the calls around it) when the buffer holds more than
+``reorder_window`` of them, or when the caller releases it (:meth:`~LogRunTracker.release`,
+e.g. after each export request in the service). An observation that names only its session
+(``session_wide``: Gemini CLI's ``chat_compression`` has no prompt id) belongs to the
+session's run seen last (:meth:`~LogRunTracker.resolve`).
 
 A run ends
 
@@ -49,17 +51,19 @@ from .identity import log_session
 from .model import RunModel
 from .signals import LOGS
 
-__all__ = ["DEFAULT_REORDER_WINDOW", "LOG_RUN_BYTES", "OBSERVATION_BYTES", "SESSION_END_EVENTS", "LogRun",
-           "LogRunTracker", "RunEnd"]
+__all__ = ["DEFAULT_REORDER_WINDOW", "FED_KINDS", "LOG_RUN_BYTES", "OBSERVATION_BYTES", "SESSION_END_EVENTS",
+           "LogRun", "LogRunTracker", "RunEnd"]
 
 #: Observations held per run before the earliest is fed to the engine.
 DEFAULT_REORDER_WINDOW = 256
+#: The observation kinds fed to the run model (tool calls, tokens, compaction boundaries).
+FED_KINDS = frozenset({"tool", "tokens", "compaction"})
 #: Event names that end every run of the record's session.
 SESSION_END_EVENTS = frozenset({"session.end"})
 # Estimated bytes of one open log run (the tracker's entry, the engine's trace and run
 # state, the service's annotation place) and of one buffered observation (its call, with
-# arguments): calibrated with tracemalloc (tests/service/test_faults.py).
-LOG_RUN_BYTES = 6 * 1024
+# arguments): calibrated with tracemalloc (tests/logs/test_log_runs.py).
+LOG_RUN_BYTES = 8 * 1024
 OBSERVATION_BYTES = 1024
 _MAX_REFS = 4096
 
@@ -158,17 +162,34 @@ class LogRunTracker:
         kept for annotation."""
         self.records_read += 1
         observation = self.read(record)
-        if observation is None or observation.kind not in ("tool", "tokens"):
+        if observation is None or observation.kind not in FED_KINDS:
             if record.event_name in SESSION_END_EVENTS:
                 return [], self.end_session(log_session(record.attributes))
             return [], []
         return self.add_observation(observation, record, ref, resource=resource, scope=scope)
+
+    def resolve(self, observation: LogObservation) -> LogObservation | None:
+        """The observation with its run: a ``session_wide`` one (its ``run_key`` names the
+        session only) belongs to the session's run seen last (``None``: no run of the
+        session is open); any other as it is."""
+        if not observation.session_wide:
+            return observation
+        prefix = observation.run_key
+        for key in reversed(self.runs):
+            if key.startswith(prefix):
+                return observation._replace(run_key=key, session_wide=False)
+        return None
 
     def add_observation(self, observation: LogObservation, record: LogRecordView | None = None,
                         ref: Hashable = None, *, resource: Any = None,
                         scope: Any = None) -> tuple[list[Detection], list[RunEnd]]:
         """Buffer one observation (see :meth:`add`)."""
         ended: list[RunEnd] = []
+        if observation.session_wide:
+            resolved = self.resolve(observation)
+            if resolved is None:
+                return [], ended  # a session-wide record before any run of its session: nothing before it
+            observation = resolved
         key = observation.run_key
         run = self.runs.get(key)
         if run is None:
@@ -188,15 +209,7 @@ class LogRunTracker:
             run.resource = resource
         if scope is not None:
             run.scope = scope
-        if observation.kind == "tool" and observation.call is not None:
-            call = observation.call
-            call_id = self.call_id(observation, record)
-            observation = observation._replace(call=dataclasses.replace(
-                call, trace_id=key, run_id=key, span_id=call_id, agent=call.agent or observation.agent))
-            if ref is not None:
-                run.records[call_id] = ref
-                if len(run.records) > _MAX_REFS:
-                    run.records.popitem(last=False)
+        observation = self._keyed(run, observation, record, ref)
         self.observations += 1
         self._buffered += 1
         heapq.heappush(run.buffer, (_orderable(observation.order), next(self._seq), observation))
@@ -204,6 +217,29 @@ class LogRunTracker:
         while len(run.buffer) > self.reorder_window:
             out.extend(self._feed(run, heapq.heappop(run.buffer)[2]))
         return out, ended
+
+    def _keyed(self, run: LogRun, observation: LogObservation, record: LogRecordView | None,
+               ref: Hashable) -> LogObservation:
+        """The observation with its run's engine keys and its id (a tool call's, a
+        compaction's: a detection on it goes on its record), the caller's ``ref`` noted."""
+        key = run.run_key
+        if observation.kind == "tool" and observation.call is not None:
+            call = observation.call
+            record_id = self.call_id(observation, record)
+            observation = observation._replace(call=dataclasses.replace(
+                call, trace_id=key, run_id=key, span_id=record_id, agent=call.agent or observation.agent))
+        elif observation.kind == "compaction" and observation.compaction is not None:
+            compaction = observation.compaction
+            record_id = self.call_id(observation, record)
+            observation = observation._replace(compaction=dataclasses.replace(
+                compaction, trace_id=key, run_id=key, span_id=record_id, agent=compaction.agent or observation.agent))
+        else:
+            return observation
+        if ref is not None:
+            run.records[record_id] = ref
+            if len(run.records) > _MAX_REFS:
+                run.records.popitem(last=False)
+        return observation
 
     @staticmethod
     def call_id(observation: LogObservation, record: LogRecordView | None = None) -> str:
@@ -264,6 +300,8 @@ class LogRunTracker:
         if observation.kind == "tokens":
             self.model.tokens(run.run_key, run.run_key, observation.tokens)
             return []
+        if observation.kind == "compaction" and observation.compaction is not None:
+            return self.model.compaction(observation.compaction)
         if observation.call is None:
             return []
         return self.model.tool(observation.call, session=run.session, signal=LOGS)

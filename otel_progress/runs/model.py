@@ -2,8 +2,9 @@
 
 :class:`RunModel` turns observations of runs into engine calls: a tool call ends
 (:meth:`~RunModel.tool`), a model call starts (:meth:`~RunModel.flush`: the previous tool
-batch of the run is complete) or ends (:meth:`~RunModel.tokens`), an agent invocation ends
-(:meth:`~RunModel.end_run`), a trace or a grouped run is over (:meth:`~RunModel.end_trace`).
+batch of the run is complete) or ends (:meth:`~RunModel.tokens`), the run's context is
+compacted (:meth:`~RunModel.compaction`: a boundary between its steps), an agent invocation
+ends (:meth:`~RunModel.end_run`), a trace or a grouped run is over (:meth:`~RunModel.end_trace`).
 Every run that ends is summarised through one hook (``on_summary``: the wasted-turns
 metric, the scan's table), whatever ended it: its agent span, its trace, an explicit end
 in the input, the end of the input, idleness or a budget. The runs of one agent session
@@ -21,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..engine import ProgressEngine, RunSummary
-from ..model import Detection, ToolCall
+from ..model import Compaction, Detection, ToolCall
 from .identity import evidence_rank
 from .signals import SPANS, SignalArbiter
 
@@ -89,6 +90,11 @@ class RunModel:
         """A model call of the run ended, having consumed ``tokens``."""
         if tokens > 0:
             self.engine.record_tokens(trace, run, tokens)
+
+    def compaction(self, compaction: Compaction) -> list[Detection]:
+        """The run's context was compacted (a model span marks it, a coding agent's log
+        record says so): a boundary between its steps. Its detections."""
+        return self.engine.compaction(compaction)
 
     def end_run(self, trace: str, run: str, *, span_id: str = "",
                 parent_run: str | None = None) -> tuple[list[Detection], RunSummary | None]:

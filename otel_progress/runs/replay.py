@@ -11,7 +11,9 @@ to its run (through :class:`~otel_progress.runs.model.RunModel`):
 =============== =============================================================================
 ``TOOL_START``  the run has one more tool call in flight
 ``TOOL_END``    the call is observed; its run is flushed when no other call is in flight
-``MODEL_START`` the run's buffered calls are a complete step (flush)
+``MODEL_START`` the run's buffered calls are a complete step (flush); a span that marks a
+                compaction (:class:`~otel_progress.spans.CompactionMarks`) is a boundary of
+                its run
 ``MODEL_END``   the run's tokens grow by the call's usage
 ``AGENT_END``   the run ends (its summary; the run-scope signature of a sub-agent)
 =============== =============================================================================
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from ..conventions import own_trace
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
-from ..spans import Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
+from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 from .identity import span_session
 from .model import RunModel
 
@@ -100,12 +102,15 @@ class Replay:
 
     ``resolve(parent_id)`` gives ``(run_id, agent, node, nested)`` for a span with that
     parent (default: the lineage's), ``parent_run(agent span id)`` the run an agent was
-    invoked from; ``group`` receives the root tool calls of grouped runs."""
+    invoked from; ``group`` receives the root tool calls of grouped runs; ``marks``: the
+    trace's compaction marks so far (a trace replayed a request at a time keeps one)."""
 
     def __init__(self, model: RunModel, trace_id: str, lineage: Lineage, report: TraceReport, *,
                  resolve: Callable[[str], tuple[str, str | None, str | None, bool]] | None = None,
-                 parent_run: Callable[[str], str | None] | None = None, group: GroupSink | None = None) -> None:
+                 parent_run: Callable[[str], str | None] | None = None, group: GroupSink | None = None,
+                 marks: CompactionMarks | None = None) -> None:
         self.model = model
+        self.marks = marks if marks is not None else CompactionMarks()
         self.trace_id = trace_id
         self.lineage = lineage
         self.report = report
@@ -159,7 +164,12 @@ class Replay:
         self.report.groups.setdefault(group, []).extend(held)
 
     def model_start(self, span: SpanRecord) -> None:
-        self.found(self.model.flush(self.trace_id, self.resolve(span.parent_id)[0]))
+        run_id, agent, _node, _nested = self.resolve(span.parent_id)
+        self.found(self.model.flush(self.trace_id, run_id))
+        compaction = self.marks.at(span, self.trace_id, run_id, agent)
+        if compaction is not None:
+            self.touched[run_id] = None
+            self.found(self.model.compaction(compaction))
 
     def model_end(self, span: SpanRecord) -> None:
         run_id = self.resolve(span.parent_id)[0]

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..engine import RunSummary
 from ..model import Detection, Scope
-from ..spans import Lineage, SpanKind, SpanRecord, agent_name
+from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, agent_name
 from .budget import StateBudget
 from .model import RunModel
 from .replay import Observation, Replay, TraceReport, observations
@@ -101,8 +101,8 @@ class Outcome:
 
 
 class _Trace:
-    __slots__ = ("calls", "complete_at", "cursor", "held", "held_bytes", "last_seen", "lineage", "names", "open",
-                 "pending", "reported", "runs", "seen", "size", "summarised", "trace_id")
+    __slots__ = ("calls", "complete_at", "cursor", "held", "held_bytes", "last_seen", "lineage", "marks", "names",
+                 "open", "pending", "reported", "runs", "seen", "size", "summarised", "trace_id")
 
     def __init__(self, trace_id: str, max_spans: int, now: float, hold: bool = True) -> None:
         self.trace_id = trace_id
@@ -111,6 +111,7 @@ class _Trace:
         self.names = 0
         self.runs: set[str] = set()
         self.lineage = Lineage(max_spans=max_spans)
+        self.marks = CompactionMarks()  # the runs' compaction marks so far (their model spans)
         # span id -> detections placed on it (empty tuple: seen, nothing placed)
         self.seen: OrderedDict[str, tuple[Detection, ...]] = OrderedDict()
         self.last_seen = now
@@ -309,9 +310,9 @@ class TraceTable:
 
     def _replay_context(self, st: _Trace, report: TraceReport, provisional: bool = True) -> Replay:
         if not provisional:
-            return Replay(self.model, st.trace_id, st.lineage, report)
+            return Replay(self.model, st.trace_id, st.lineage, report, marks=st.marks)
         return Replay(self.model, st.trace_id, st.lineage, report, resolve=lambda p: self._resolve(st, p),
-                      parent_run=lambda a: self._parent_run(st, a))
+                      parent_run=lambda a: self._parent_run(st, a), marks=st.marks)
 
     def _append(self, st: _Trace, obs: list[Observation], out: Outcome) -> list[Detection]:
         """Replay a request's observations after the trace's earlier ones."""
@@ -346,6 +347,7 @@ class TraceTable:
                 obs.extend(observations(rec, kind))
         obs.sort(key=_order)
         st.open.clear()
+        st.marks = CompactionMarks()
         replay = self._replay_context(st, report, provisional)
         replay.run(obs)
         self._end_request(st, replay)

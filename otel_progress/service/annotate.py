@@ -10,6 +10,11 @@ An annotation span lives in the same trace, is parented to the offending span's 
 and linked to the offending span. Its name is the event name; it carries the same event
 and span attributes plus the nudge and handoff texts. Its span id is derived from the
 detection, so sending it twice (a retry) gives the same span.
+
+A request is annotated in its slim form (:data:`~.otlp.SlimRequest`): only the spans that
+get an annotation are decoded and encoded again; every other span, resource and scope
+stays the bytes it came in (a span the protobuf runtime could not decode is never
+touched).
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from .. import __version__
 from ..limits import MAX_METRIC_CHARS, clip_chars
 from ..model import Detection
 from .detector import Placement
-from .otlp import ExportTraceServiceRequest, key_values, to_any_value
+from .otlp import ExportTraceServiceRequest, SlimRequest, key_values, to_any_value
 
 __all__ = [
     "MAX_TEXT_CHARS", "MAX_VALUE_CHARS", "SCOPE_NAME", "annotate_span", "annotated_request", "annotation_span",
-    "annotation_span_id", "tap_request",
+    "annotation_span_id", "tap_items", "tap_request",
 ]
 
 SCOPE_NAME = "otel-progress.service"
@@ -119,26 +124,76 @@ def _scope() -> common_pb2.InstrumentationScope:
 def annotated_request(raw: bytes, placements: Sequence[Placement]) -> tuple[bytes, int]:
     """The request with every placement applied; returns the new bytes and how many
     detections were written. Detached placements become annotation spans in a scope of
-    their own under the resource of a span of the same trace."""
-    request = ExportTraceServiceRequest.FromString(raw)
+    their own under the resource of a span of the same trace. Only the annotated spans
+    are decoded (see the module docstring)."""
+    request = SlimRequest.FromString(raw)
     written = 0
+    by_span: dict[tuple[int, int, int], list[Detection]] = {}
     detached: dict[int, list[trace_pb2.Span]] = {}
     for p in placements:
         if p.loc is not None:
-            ri, si, j = p.loc
-            span = request.resource_spans[ri].scope_spans[si].spans[j]
-            if annotate_span(span, p.detection):
-                written += 1
+            by_span.setdefault(p.loc, []).append(p.detection)
         else:
             now = time.time_ns()
             detached.setdefault(p.resource_index, []).append(annotation_span(p.detection, p.parent_id, now, now))
             written += 1
-    for ri, spans in detached.items():
-        if ri >= len(request.resource_spans):
-            ri = len(request.resource_spans) - 1
-        scope_spans = request.resource_spans[ri].scope_spans.add(scope=_scope())
-        scope_spans.spans.extend(_unique(spans))
+    for (ri, si, j), dets in by_span.items():
+        spans = request.resource_spans[ri].scope_spans[si].spans
+        span = trace_pb2.Span.FromString(spans[j])
+        changed = False
+        for det in dets:
+            if annotate_span(span, det):
+                written += 1
+                changed = True
+        if changed:
+            spans[j] = span.SerializeToString()
+    if detached:
+        scope = _scope().SerializeToString()
+        for ri, annotation_spans in detached.items():
+            if ri >= len(request.resource_spans):
+                ri = len(request.resource_spans) - 1
+            scope_spans = request.resource_spans[ri].scope_spans.add(scope=scope)
+            scope_spans.spans.extend(s.SerializeToString() for s in _unique(annotation_spans))
     return request.SerializeToString(), written
+
+
+def tap_items(raw: bytes, placements: Sequence[Placement], wanted: Iterable[Detection]
+              ) -> list[tuple[resource_pb2.Resource, trace_pb2.Span]]:
+    """Tap mode: the annotation span of each placement of a detection in ``wanted`` (not
+    repeated on its run's agent span), with the resource of its span; timed at the end of
+    the offending span when it is in the request (else now). Only the resources and spans
+    the placements point at are decoded; a part that cannot be decoded gives a resource
+    named ``unknown_service``, or the time now."""
+    new = {id(d) for d in wanted}
+    try:
+        request: Any = SlimRequest.FromString(raw)
+    except Exception:
+        request = None
+    fallback = resource_pb2.Resource(attributes=key_values({"service.name": "unknown_service"}))
+    resources: dict[int, resource_pb2.Resource] = {}
+    out = []
+    for p in placements:
+        if p.on_agent or id(p.detection) not in new:
+            continue
+        resource = fallback
+        start = end = time.time_ns()
+        if request is not None and p.resource_index < len(request.resource_spans):
+            resource = resources.get(p.resource_index) or fallback
+            if p.resource_index not in resources:
+                try:
+                    resource = resources[p.resource_index] = resource_pb2.Resource.FromString(
+                        request.resource_spans[p.resource_index].resource)
+                except Exception:  # kept as the fallback
+                    resources[p.resource_index] = fallback
+            if p.loc is not None:
+                ri, si, j = p.loc
+                try:
+                    span = trace_pb2.Span.FromString(request.resource_spans[ri].scope_spans[si].spans[j])
+                    start = end = span.end_time_unix_nano or span.start_time_unix_nano or start
+                except Exception:  # the time now
+                    pass
+        out.append((resource, annotation_span(p.detection, p.parent_id, start, end)))
+    return out
 
 
 def _unique(spans: Iterable[trace_pb2.Span]) -> list[trace_pb2.Span]:

@@ -5,8 +5,8 @@ One :class:`BatchDetector` holds the run model's trace table
 each ``Export`` request it
 
 1. decodes the request *slim* (spans as bytes) and fully decodes only the spans that may be
-   tool, agent or model calls (:func:`otlp.marked_spans`), plus the ids of the other spans
-   the lineage needs (ancestors, roots): :meth:`BatchDetector._decode`;
+   tool, agent or model calls, plus the ids of the other spans the lineage needs
+   (ancestors, roots): the decode stage, :mod:`.decode`;
 2. replays them through the trace table (:meth:`BatchDetector._run`): retries set aside
    with the detections they got the first time, each trace's spans replayed in time order
    as ``scan`` replays a trace, the runs a request touched flushed at its end, late spans
@@ -25,7 +25,6 @@ time under one first-come first-served lock, which also guards it against
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from collections import OrderedDict, deque
@@ -43,25 +42,16 @@ from ..runs.budget import StateBudget
 from ..runs.model import RunModel
 from ..runs.traces import Arrival as _Arrival
 from ..runs.traces import TraceTable
-from ..spans import SpanKind, SpanRecord, classify
+from ..spans import SpanRecord
+from .decode import Item as _Item
+from .decode import Loc, MalformedRequest, decode_spans, lineage_spans, read_request
 from .metrics import ServiceMetrics
-from .otlp import SlimRequest, SlimSpan, marked_spans, resource_attributes, span_record
+from .otlp import SlimRequest, span_record
 
 __all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement"]
 
 _log = logging.getLogger(__name__)
-
-Loc = tuple[int, int, int]  # (resource index, scope index, span index)
-
-_SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
-_PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
-# A span's leading bytes in the usual layout: the trace id (after its tag and length), the
-# span id's tag, the span id and the parent span id's tag.
-_HEAD = struct.Struct("2x16s2s8s2s")
-
-
-class MalformedRequest(ValueError):
-    """The request bytes are not an ``ExportTraceServiceRequest``."""
+_FromString = trace_pb2.Span.FromString
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,52 +81,7 @@ class BatchResult:
         return bool(self.placements)
 
 
-def _lineage_spans(items: Sequence[_Item], others: Sequence[bytes]) -> list[tuple[str, str, str, str]]:
-    """The spans of ``others`` worth remembering: in a trace of the batch's GenAI spans,
-    and either an ancestor of one of them (plan nodes, tools nested in tools) or a root
-    span (the trace is complete). Read from the span's leading bytes where they have the
-    usual layout (trace_id, span_id, then parent_span_id), parsed otherwise."""
-    traces = {bytes.fromhex(it.record.trace_id) for it in items}
-    wanted = {bytes.fromhex(it.record.parent_id) for it in items if it.record.parent_id}
-    out: list[tuple[str, str, str, str]] = []
-    for span_bytes in others:
-        if len(span_bytes) >= _HEAD.size:
-            trace_id, span_tag, span_id, parent_tag = _HEAD.unpack_from(span_bytes)
-            if trace_id not in traces:
-                continue
-            if span_tag == _SPAN_ID_TAG and parent_tag == _PARENT_TAG and span_id not in wanted:
-                continue  # has a parent, and no GenAI span of the batch descends from it
-        elif span_bytes[2:18] not in traces:
-            continue
-        try:
-            slim = SlimSpan.FromString(span_bytes)
-        except DecodeError:
-            continue
-        if len(slim.span_id) != 8:
-            continue
-        parent = slim.parent_span_id
-        has_parent = len(parent) == 8 and any(parent)
-        if slim.span_id not in wanted and has_parent:
-            continue
-        if has_parent:
-            wanted.add(bytes(parent))
-        out.append((slim.trace_id.hex(), slim.span_id.hex(), parent.hex() if has_parent else "",
-                    slim.name.decode("utf-8", "replace")))
-    return out
-
-
 CHUNK_CALLS = 256  # GenAI spans (whole traces) detected under the lock before letting others in
-
-
-def _trace_id_of(span_bytes: bytes) -> bytes:
-    """A serialized span's trace id: from its leading bytes in the usual layout (the trace
-    id first), else parsed."""
-    if span_bytes[:2] == b"\x0a\x10":
-        return span_bytes[2:18]
-    try:
-        return bytes(SlimSpan.FromString(span_bytes).trace_id)
-    except DecodeError:
-        return b""
 
 
 def _chunks(items: Sequence[_Item]) -> list[list[_Item]]:
@@ -194,15 +139,6 @@ class _FairLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-@dataclass(slots=True)
-class _Item:
-    loc: Loc
-    record: SpanRecord
-    kind: SpanKind
-    raw: bytes = b""  # the span's bytes (held for the merge window)
-    resource: Mapping[str, Any] | None = None
 
 
 class BatchDetector:
@@ -311,45 +247,13 @@ class BatchDetector:
                 self.metrics.add("progress.service.batches.replayed")
                 self.metrics.add("progress.service.spans.received", spans)
                 return BatchResult(spans=spans, placements=list(cached), replayed=True)
-        try:
-            slim = SlimRequest.FromString(raw)
-        except (DecodeError, RuntimeError, ValueError) as exc:
-            raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
-
-        scopes = [(ri, si, list(ss.spans)) for ri, rs in enumerate(slim.resource_spans)
-                  for si, ss in enumerate(rs.scope_spans)]
+        # The decode stage (.decode): the request's bytes to the spans analysed.
+        request = read_request(raw)
         # Published before the spans are read, so that requests of other traces need not
         # wait for this one's reading either (all spans' traces: a superset of the GenAI ones).
-        self._publish(ticket, frozenset(_trace_id_of(b) for _ri, _si, spans in scopes for b in spans))
-        marked: list[tuple[Loc, bytes]] = []
-        others: list[bytes] = []
-        total = 0
-        for ri, si, spans in scopes:
-            total += len(spans)
-            start = 0
-            for j in marked_spans(spans):
-                others.extend(spans[start:j])
-                start = j + 1
-                marked.append(((ri, si, j), spans[j]))
-            others.extend(spans[start:])
-
-        items: list[_Item] = []
-        unreadable = 0
-        resources: dict[int, dict[str, Any]] = {}  # resource index -> its attributes, read when needed
-        for loc, span_bytes in marked:
-            resource = resources.get(loc[0])
-            if resource is None:
-                resource = resources[loc[0]] = resource_attributes(slim.resource_spans[loc[0]].resource)
-            try:
-                record = span_record(trace_pb2.Span.FromString(span_bytes), resource)
-                kind = classify(record)
-            except Exception:  # a span we cannot read is counted and forwarded untouched
-                unreadable += 1
-                continue
-            if kind is not SpanKind.OTHER:
-                items.append(_Item(loc, record, kind, span_bytes, resource))
-            else:
-                others.append(span_bytes)
+        self._publish(ticket, request.trace_ids())
+        items, others, unreadable = decode_spans(request)
+        total = request.total
         self._wait_turn(ticket)
         result = BatchResult(spans=total, genai=len(items))
         self.metrics.add("progress.service.spans.received", total)
@@ -357,7 +261,7 @@ class BatchDetector:
         self.metrics.add("progress.service.spans.genai", len(items))
         if not items:
             return result
-        lineage_only = _lineage_spans(items, others)
+        lineage_only = lineage_spans(items, others)
 
         return self._run(items, lineage_only, result, digest)
 
@@ -502,4 +406,4 @@ class BatchDetector:
 
 def _decode_held(keep: tuple[bytes, Mapping[str, Any] | None]) -> SpanRecord:
     """The record of a span held for the merge window (its bytes, its resource)."""
-    return span_record(trace_pb2.Span.FromString(keep[0]), keep[1])
+    return span_record(_FromString(keep[0]), keep[1])

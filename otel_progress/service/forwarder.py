@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from .otlp import EXPORT_METHOD, ExportTraceServiceRequest, ExportTraceServiceResponse, retry_delay_of
+from .otlp import EXPORT_METHOD, ExportTraceServiceResponse, SlimRequest, retry_delay_of
 
 __all__ = ["RETRYABLE", "ForwardResult", "Forwarder", "UnaryExporter", "channel_for", "split_request"]
 
@@ -103,27 +103,26 @@ class ForwardResult:
 def split_request(raw: bytes, max_bytes: int) -> list[bytes]:
     """The request as several requests of at most about ``max_bytes`` each (at least one
     span each; a single span larger than that is a request of its own). Each keeps the
-    resource and scope of its spans."""
-    request = ExportTraceServiceRequest.FromString(raw)
-    pieces: list[ExportTraceServiceRequest] = []
-    current = ExportTraceServiceRequest()
+    resource and scope of its spans. Read slim: no span is decoded (each piece holds the
+    spans' bytes as they came)."""
+    request = SlimRequest.FromString(raw)
+    pieces: list[Any] = []
+    current = SlimRequest()
     size = 0
     for rs in request.resource_spans:
-        head = rs.resource.ByteSize() + len(rs.schema_url) + 16
+        head = len(rs.resource) + len(rs.schema_url) + 16
         for ss in rs.scope_spans:
-            scope_head = ss.scope.ByteSize() + len(ss.schema_url) + 16
+            scope_head = len(ss.scope) + len(ss.schema_url) + 16
             target = None
             for span in ss.spans:
-                n = span.ByteSize() + 8
+                n = len(span) + 8
                 if target is None or size + n > max_bytes:
                     if size and size + n + head + scope_head > max_bytes:
                         pieces.append(current)
-                        current = ExportTraceServiceRequest()
+                        current = SlimRequest()
                         size = 0
-                    out_rs = current.resource_spans.add(schema_url=rs.schema_url)
-                    out_rs.resource.CopyFrom(rs.resource)
-                    target = out_rs.scope_spans.add(schema_url=ss.schema_url)
-                    target.scope.CopyFrom(ss.scope)
+                    out_rs = current.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+                    target = out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
                     size += head + scope_head
                 target.spans.append(span)
                 size += n
@@ -134,7 +133,7 @@ def split_request(raw: bytes, max_bytes: int) -> list[bytes]:
 
 def _span_count(raw: bytes) -> int:
     try:
-        request = ExportTraceServiceRequest.FromString(raw)
+        request = SlimRequest.FromString(raw)
     except Exception:
         return 0
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)

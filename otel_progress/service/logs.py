@@ -1,6 +1,8 @@
 """``LogsService/Export`` in ``otel-progress serve``: coding agents' OTLP log events.
 
-:class:`LogsDetector` decodes an ``ExportLogsServiceRequest``, reads each record with the
+:class:`LogsDetector` reads an ``ExportLogsServiceRequest`` slim (resources, scopes and
+records stay bytes), decodes only the records whose bytes hold an event name a reader
+knows (:func:`~otel_progress.logs.adapters_proto.records_from_slim`), reads each with the
 agents' readers (:mod:`otel_progress.logs`) and feeds one shared
 :class:`~otel_progress.logs.tracker.LogRunTracker`; the runs a request touched are
 released to the engine at the end of the request (records inside one request are put in
@@ -15,6 +17,12 @@ trace TTL. Detections are written into the request as the design of issue 12 ask
   and scope, or, when that record came in an earlier request, in a resource copied from the
   run's latest record.
 
+Only the records that get an annotation are decoded and encoded again; every other record
+stays the bytes it came in. A record the protobuf runtime cannot decode (bad encoding, or
+values nested past its recursion limit of 100 levels: a ``kvlistValue`` about 32 deep) is
+not read: it is counted in ``progress.service.log_records.unreadable`` and forwarded as it
+came, with the rest of the request, which is read as usual.
+
 Annotations never carry arguments or outputs: the detection record's body is a one-line
 summary and the nudge and handoff texts are left out. A request delivered again (the
 sender retried it) is annotated again the same way: the tracker gives each tool call a
@@ -27,7 +35,6 @@ re-placed.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -36,26 +43,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
-from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
-from opentelemetry.proto.resource.v1 import resource_pb2
 
 from ..engine import ProgressEngine
 from ..limits import clip_chars
 from ..logs import event_names, read_log
-from ..logs.adapters_proto import records_from_proto
+from ..logs.adapters_proto import name_markers, records_from_slim
 from ..model import Detection
 from ..runs.budget import StateBudget
 from ..runs.identity import log_session
-from ..runs.logruns import SESSION_END_EVENTS, LogRunTracker, RunEnd
+from ..runs.logruns import FED_KINDS, SESSION_END_EVENTS, LogRunTracker, RunEnd
 from ..runs.model import RunModel
 from .forwarder import UnaryExporter
 from .metrics import ServiceMetrics
-from .otlp import key_values
-from .tap import send_with_backoff
+from .otlp import SlimLogsRequest, key_values
 
 __all__ = [
-    "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "LogsTap", "annotate_record",
+    "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "annotate_record",
     "detection_record",
 ]
 
@@ -71,6 +75,7 @@ RUN_ID_ATTRIBUTES = ("session.id", "prompt.id", "prompt_id", "conversation.id", 
 _MAX_VALUE = 256
 _SEVERITY_WARN = logs_pb2.SEVERITY_NUMBER_WARN
 _EVENT_NAMES = event_names() | SESSION_END_EVENTS
+_MARKERS = name_markers(_EVENT_NAMES)
 #: Tool call ids remembered with their detections (to re-place them on a redelivery).
 _MAX_PLACED = 16_384
 _PLACED_BYTES = 900  # one remembered placement (estimated, as LOG_RUN_BYTES)
@@ -83,7 +88,12 @@ class MalformedLogsRequest(ValueError):
 
 @dataclass
 class LogsResult:
-    """What one request produced: the records read and the detections placed."""
+    """What one request produced: the records read and the detections placed.
+
+    ``request`` is the request read slim (:data:`~.otlp.SlimLogsRequest`), with the
+    annotations when ``annotated``: ``request.SerializeToString()`` is the request to
+    forward. ``added``: the detection records added, as ``(resource index, scope index,
+    record bytes)``, in the order they were added (for :meth:`LogsDetector.findings_request`)."""
 
     records: int = 0
     observed: int = 0
@@ -91,6 +101,8 @@ class LogsResult:
     new_detections: list[Detection] = field(default_factory=list)
     request: Any = None
     annotated: bool = False
+    unreadable: int = 0
+    added: list[tuple[int, int, bytes]] = field(default_factory=list)
 
 
 def _bounded(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -146,8 +158,8 @@ def detection_record(det: Detection, source: Any = None, now_ns: int | None = No
 
 @dataclass
 class _RunPlace:
-    resource: Any = None  # resource_pb2.Resource of the run's latest record
-    scope: Any = None  # common_pb2.InstrumentationScope
+    resource: bytes | None = None  # the serialized Resource of the run's latest record
+    scope: bytes = b""  # its serialized InstrumentationScope
 
 
 class LogsDetector:
@@ -175,10 +187,11 @@ class LogsDetector:
         self.metrics.gauge_callback("progress.service.state.log_runs", lambda: len(self.tracker.runs))
 
     def process(self, raw: bytes) -> LogsResult:
-        """Read, detect and annotate one request (``result.request`` is the decoded message,
-        changed in place when ``result.annotated``). Raises :class:`MalformedLogsRequest`."""
+        """Read, detect and annotate one request (``result.request`` is the request read
+        slim, changed in place when ``result.annotated``). Raises :class:`MalformedLogsRequest`
+        (never for a record: records are decoded one by one)."""
         try:
-            request = ExportLogsServiceRequest.FromString(raw)
+            request = SlimLogsRequest.FromString(raw)
         except Exception as exc:
             raise MalformedLogsRequest(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
         result = LogsResult(request=request)
@@ -186,10 +199,14 @@ class LogsDetector:
             found, locations, replays, places = self._run(request, result)
         self.metrics.add("progress.service.log_records.received", result.records)
         self.metrics.add("progress.service.log_records.read", result.observed)
+        self.metrics.add("progress.service.log_records.unreadable", result.unreadable)
         placements = [(locations.get((det.run_id, det.span_id)), det) for det in found] + replays
+        sources: dict[tuple[int, int, int], Any] = {}  # the records annotated, decoded once each
         for loc, det in placements:
-            self._place(request, loc, det, places.get(det.run_id))
+            self._place(result, loc, det, places.get(det.run_id), sources)
             result.annotated = True
+        for (ri, si, li), source in sources.items():
+            request.resource_logs[ri].scope_logs[si].log_records[li] = source.SerializeToString()
         for det in found:
             self.metrics.add("progress.service.detections", 1, {
                 "progress.reason": det.reason.value, "progress.level": int(det.level),
@@ -210,16 +227,22 @@ class LogsDetector:
         found: list[Detection] = []
         tracker = self.tracker
         result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
-        for ri, si, li, view in records_from_proto(request, names=_EVENT_NAMES):
+        for ri, si, li, view in records_from_slim(request, names=_EVENT_NAMES, markers=_MARKERS):
+            if view is None:
+                result.unreadable += 1
+                continue
             if view.event_name in SESSION_END_EVENTS:
                 found.extend(self._ended(tracker.end_session(log_session(view.attributes))))
                 continue
             observation = read_log(view)
-            if observation is None or observation.kind not in ("tool", "tokens"):
+            if observation is None or observation.kind not in FED_KINDS:
+                continue
+            observation = tracker.resolve(observation)  # (a session-wide record: its run)
+            if observation is None:
                 continue
             result.observed += 1
             touched[observation.run_key] = (ri, si)  # the run's latest record in this request
-            if observation.kind == "tool":
+            if observation.kind in ("tool", "compaction"):
                 call_id = tracker.call_id(observation, view)
                 locations[(observation.run_key, call_id)] = (ri, si, li)
                 replays.extend(((ri, si, li), det) for det in self._placed.get((observation.run_key, call_id), ()))
@@ -230,10 +253,8 @@ class LogsDetector:
             found.extend(tracker.release(key))
             rl = request.resource_logs[ri]
             place = self._places.setdefault(key, _RunPlace())
-            place.resource = resource_pb2.Resource()
-            place.resource.CopyFrom(rl.resource)
-            place.scope = common_pb2.InstrumentationScope()
-            place.scope.CopyFrom(rl.scope_logs[si].scope)
+            place.resource = rl.resource
+            place.scope = rl.scope_logs[si].scope
         found = self.model.reported(found)
         for det in found:
             key = (det.run_id, det.span_id)
@@ -281,42 +302,51 @@ class LogsDetector:
             self.budget.set("logs", self.held_bytes)
         return out
 
-    def _place(self, request: Any, loc: tuple[int, int, int] | None, det: Detection, place: _RunPlace | None) -> None:
+    def _place(self, result: LogsResult, loc: tuple[int, int, int] | None, det: Detection,
+               place: _RunPlace | None, sources: dict[tuple[int, int, int], Any]) -> None:
+        request = result.request
         if loc is not None:
             ri, si, li = loc
             scope_logs = request.resource_logs[ri].scope_logs[si]
-            source = scope_logs.log_records[li]
+            source = sources.get(loc)
+            if source is None:  # (it was decoded to be read: it decodes)
+                source = sources[loc] = logs_pb2.LogRecord.FromString(scope_logs.log_records[li])
             annotate_record(source, det)
-            scope_logs.log_records.append(detection_record(det, source))
+            record = detection_record(det, source).SerializeToString()
+            scope_logs.log_records.append(record)
+            result.added.append((ri, si, record))
             return
         self.metrics.add("progress.service.detections.detached")
         rl = request.resource_logs.add()
         if place is not None and place.resource is not None:
-            rl.resource.CopyFrom(place.resource)
+            rl.resource = place.resource
         sl = rl.scope_logs.add()
-        if place is not None and place.scope is not None:
-            sl.scope.CopyFrom(place.scope)
-        sl.log_records.append(detection_record(det))
+        if place is not None:
+            sl.scope = place.scope
+        record = detection_record(det).SerializeToString()
+        sl.log_records.append(record)
+        result.added.append((len(request.resource_logs) - 1, 0, record))
 
     @staticmethod
-    def findings_request(request: Any, detections: Sequence[Detection]) -> Any:
+    def findings_request(result: LogsResult) -> Any:
         """Tap mode: a request holding only the detection records that :meth:`process`
-        added to ``request`` (each in its resource and scope)."""
-        wanted = {"progress." + d.event for d in detections}
-        out = ExportLogsServiceRequest()
-        for rl in request.resource_logs:
-            target = None
-            for sl in rl.scope_logs:
-                records = [r for r in sl.log_records if r.event_name in wanted
-                           and any(kv.key == "progress.annotates.tool_call.id" for kv in r.attributes)]
-                if not records:
-                    continue
-                if target is None:
-                    target = out.resource_logs.add()
-                    target.resource.CopyFrom(rl.resource)
-                new = target.scope_logs.add()
-                new.scope.CopyFrom(sl.scope)
-                new.log_records.extend(records)
+        added (each in the resource and scope it was added to)."""
+        request = result.request
+        out = SlimLogsRequest()
+        targets: dict[int, Any] = {}
+        scopes: dict[tuple[int, int], Any] = {}
+        for ri, si, record in sorted(result.added, key=lambda a: (a[0], a[1])):  # (stable: added order kept)
+            target = targets.get(ri)
+            if target is None:
+                source = request.resource_logs[ri]
+                target = targets[ri] = out.resource_logs.add(resource=source.resource,
+                                                              schema_url=source.schema_url)
+            scope = scopes.get((ri, si))
+            if scope is None:
+                source_scope = request.resource_logs[ri].scope_logs[si]
+                scope = scopes[(ri, si)] = target.scope_logs.add(scope=source_scope.scope,
+                                                                schema_url=source_scope.schema_url)
+            scope.log_records.append(record)
         return out
 
     def maintain(self, now: float | None = None) -> list[Detection]:
@@ -343,65 +373,3 @@ class LogsForwarder(UnaryExporter):
         super().__init__(endpoint, LOGS_EXPORT_METHOD, ExportLogsServiceResponse, timeout=timeout,
                          compression=compression, insecure=insecure, ca_file=ca_file, headers=headers,
                          max_message_mib=max_message_mib)
-
-
-class LogsTap:
-    """Tap mode for logs: sends the detection records from a background thread, retrying a
-    retryable failure with backoff for up to ``max_elapsed`` seconds (as the span tap
-    does); a full queue or a permanent failure drops them (``progress.service.tap.dropped``)."""
-
-    def __init__(self, forwarder: LogsForwarder, metrics: ServiceMetrics, *, max_queue: int = 1000,
-                 max_elapsed: float = 60.0) -> None:
-        self.forwarder = forwarder
-        self.metrics = metrics
-        self.max_elapsed = max_elapsed
-        self._queue: queue.Queue[tuple[bytes, int]] = queue.Queue(max_queue)
-        self._stop = threading.Event()
-        self._busy = 0
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="otel-progress-logs-tap", daemon=True)
-        self._thread.start()
-
-    def submit(self, request: Any, count: int) -> bool:
-        """Queue one findings request of ``count`` detection records."""
-        try:
-            with self._lock:
-                self._busy += 1
-            self._queue.put_nowait((request.SerializeToString(), count))
-            return True
-        except queue.Full:
-            with self._lock:
-                self._busy -= 1
-            self.metrics.add("progress.service.tap.dropped", count)
-            return False
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything queued was sent or given up; True if it was."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._busy:
-                    return True
-            time.sleep(0.02)
-        return False
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        self.flush(timeout)
-        self._stop.set()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                raw, count = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            try:
-                self._send(raw, count)
-            finally:
-                with self._lock:
-                    self._busy -= 1
-
-    def _send(self, raw: bytes, count: int) -> None:
-        send_with_backoff(lambda: self.forwarder.forward(raw), count, "detection record(s)", self.metrics,
-                          self.max_elapsed, self._stop)

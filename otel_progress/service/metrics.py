@@ -51,7 +51,9 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.spans.genai", "counter", "1",
               "Spans read as tool, agent or model calls (the rest are forwarded unparsed)."),
     MetricDef("progress.service.spans.unreadable", "counter", "1",
-              "Spans that could not be read (bad ids, bad encoding); forwarded untouched."),
+              "Spans that may be tool, agent or model calls but could not be decoded (bad ids, bad encoding,"
+              " or values nested past the protobuf runtime's recursion limit); not analysed, forwarded as"
+              " they came."),
     MetricDef("progress.service.spans.late", "counter", "1",
               "Late spans: tool calls that started before their run's latest step, and GenAI spans of a"
               " trace already closed or evicted. They are folded into state."),
@@ -62,11 +64,18 @@ METRICS: tuple[MetricDef, ...] = (
               "Log records received in LogsService/Export requests (coding agents' events, docs/logs.md)."),
     MetricDef("progress.service.log_records.read", "counter", "1",
               "Log records a coding-agent reader read as a tool call or a token count."),
+    MetricDef("progress.service.log_records.unreadable", "counter", "1",
+              "Log records with an event name a reader knows that could not be decoded (bad encoding, or"
+              " values nested past the protobuf runtime's recursion limit); forwarded as they came, not"
+              " read."),
     MetricDef("progress.service.detections", "counter", "1",
               "Detections, by progress.reason, progress.level, progress.scope and progress.event."),
     MetricDef("progress.service.detections.detached", "counter", "1",
               "Detections whose span was not in the batch that produced them (written as an annotation"
               " span instead of on the span)."),
+    MetricDef("progress.service.detections.logged", "counter", "1",
+              "Detections found in traces queued as gen_ai.evaluation.result log records (--detection-events"
+              " log or both); their delivery is counted in progress.service.tap.* with signal=logs."),
     MetricDef("progress.service.batches.replayed", "counter", "1",
               "Requests whose exact bytes were answered before (a retry); answered from the digest cache."),
     MetricDef("progress.service.batches.annotated", "counter", "1",
@@ -106,10 +115,15 @@ METRICS: tuple[MetricDef, ...] = (
               "Requests refused at admission (max inflight requests or MiB), answered UNAVAILABLE with"
               " RetryInfo before any work."),
     MetricDef("progress.service.inflight", "gauge", "1", "Export requests being handled."),
-    MetricDef("progress.service.tap.exported", "counter", "1", "Annotation spans sent by tap mode."),
-    MetricDef("progress.service.tap.failures", "counter", "1", "Failed tap exports (retried)."),
+    MetricDef("progress.service.tap.exported", "counter", "1",
+              "Findings sent by tap mode, by signal: annotation spans (traces) and detection log records (logs)."),
+    MetricDef("progress.service.tap.failures", "counter", "1", "Failed tap exports (retried), by signal."),
     MetricDef("progress.service.tap.dropped", "counter", "1",
-              "Annotation spans dropped in tap mode (queue full or retries exhausted)."),
+              "Findings tap mode gave up on, by signal and reason: queue_full, rejected (a permanent failure),"
+              " retries_exhausted, shutdown (not sent within --drain-timeout)."),
+    MetricDef("progress.service.health.refused", "counter", "1",
+              "Health-port connections closed before an answer, by reason: shed (it had sent no complete request"
+              " when a newer connection needed its place) or busy (every connection was being answered)."),
     MetricDef("progress.service.errors", "counter", "1",
               "Internal errors while detecting (the batch is forwarded unannotated)."),
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import SCALAR_TYPES, coerce_scalar
+from ..evaluation import DETECTION_EVENTS
 
 __all__ = ["ENV_PREFIX", "OPTIONS", "ServiceConfig", "ServiceConfigError", "add_arguments", "from_args"]
 
@@ -33,6 +34,7 @@ class ServiceConfig:
     """All service options. See docs/service.md for each."""
 
     mode: str = "inline"
+    detection_events: str = "both"
     listen: str = "127.0.0.1:4417"
     forward_endpoint: str = "127.0.0.1:4319"
     forward_timeout: float = 4.0
@@ -46,7 +48,7 @@ class ServiceConfig:
     metrics_interval: float = 10.0
     health_listen: str = "127.0.0.1:13417"
     health_traces: bool = False
-    health_max_connections: int = 16
+    health_max_connections: int = 256
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
@@ -73,6 +75,9 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("inline", "tap"):
             raise ServiceConfigError(f"mode: must be 'inline' or 'tap', got {self.mode!r}")
+        if self.detection_events not in DETECTION_EVENTS:
+            raise ServiceConfigError(f"detection_events: must be one of {', '.join(DETECTION_EVENTS)},"
+                                     f" got {self.detection_events!r}")
         if self.forward_compression not in ("gzip", "none"):
             raise ServiceConfigError(
                 f"forward_compression: must be 'gzip' or 'none', got {self.forward_compression!r}"
@@ -112,16 +117,33 @@ class ServiceConfig:
         return self.tap_endpoint or self.forward_endpoint
 
     def token(self) -> str:
-        """The bearer token (from ``auth_token`` or the first line of ``auth_token_file``)."""
+        """The bearer token: ``auth_token``, or the first line of ``auth_token_file``
+        (surrounding white space removed). A source that is set but yields no token (a
+        blank ``auth_token``, an empty file or one whose first line is blank, as an empty
+        Kubernetes secret key gives) raises :class:`ServiceConfigError`: the service must
+        not start without the authentication it was asked for."""
         if self.auth_token:
-            return self.auth_token
-        if self.auth_token_file:
-            try:
-                with open(self.auth_token_file, encoding="utf-8") as fh:
-                    return fh.readline().strip()
-            except OSError as exc:
-                raise ServiceConfigError(f"auth_token_file: cannot read {self.auth_token_file}: {exc}") from exc
-        return ""
+            if not self.auth_token.strip():
+                raise ServiceConfigError("auth_token: is blank (white space only); give the token, or leave it"
+                                         " unset for no authentication")
+            return self.auth_token.strip()
+        if not self.auth_token_file:
+            return ""
+        path = self.auth_token_file
+        try:
+            with open(path, "rb") as fh:
+                first = fh.readline(64 * 1024)
+        except OSError as exc:
+            raise ServiceConfigError(f"auth_token_file: cannot read {path}: {exc.strerror or exc}") from exc
+        try:
+            token = first.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise ServiceConfigError(f"auth_token_file: the first line of {path} is not UTF-8 text ({exc.reason}"
+                                     f" at byte {exc.start})") from exc
+        if not token:
+            why = "is empty" if not first else "has a blank first line (the token must be on the first line)"
+            raise ServiceConfigError(f"auth_token_file: {path} {why}; refusing to start without authentication")
+        return token
 
 
 def _strip_scheme(value: str) -> str:
@@ -148,6 +170,10 @@ class _Opt:
 OPTIONS: tuple[_Opt, ...] = (
     _Opt("mode", "inline: annotate spans and forward them (default); tap: receive a copy, forward"
          " nothing, send findings as annotation spans and metrics", choices=("inline", "tap")),
+    _Opt("detection_events", "how detections found in traces are written: both (default): on the spans (events"
+         " and attributes; annotation spans in tap mode) and as gen_ai.evaluation.result log records in the"
+         " span's context (LogsService/Export to the forward endpoint, or the tap endpoint); span: on the spans"
+         " only; log: as log records only", choices=DETECTION_EVENTS),
     _Opt("listen", "OTLP/gRPC listen address (default 127.0.0.1:4417)", "HOST:PORT"),
     _Opt("forward_endpoint", "inline mode: downstream OTLP/gRPC endpoint (default 127.0.0.1:4319)",
          "HOST:PORT"),
@@ -170,13 +196,16 @@ OPTIONS: tuple[_Opt, ...] = (
          " 127.0.0.1:13417; empty: off)", "HOST:PORT"),
     _Opt("health_traces", "serve /traces (the trace ids held) on the health port (default false); with"
          " --auth-token it requires the bearer token", "BOOL"),
-    _Opt("health_max_connections", "health-port connections served at once; more are closed at once, and an"
-         " idle connection is closed after 5 s (default 16)", "N"),
+    _Opt("health_max_connections", "health-port connections open at once (one thread serves them all); at the"
+         " limit a new connection closes the oldest one that has not sent its request yet, and a connection"
+         " that sends none within 5 s is closed, so idle connections cannot make /healthz fail (default 256)",
+         "N"),
     _Opt("tls_cert", "server TLS certificate (PEM)", "FILE"),
     _Opt("tls_key", "server TLS private key (PEM)", "FILE"),
     _Opt("tls_client_ca", "CA bundle for client certificates: enables and requires mutual TLS", "FILE"),
     _Opt("auth_token", "require 'authorization: Bearer TOKEN' on every request", "TOKEN"),
-    _Opt("auth_token_file", "read the bearer token from this file's first line", "FILE"),
+    _Opt("auth_token_file", "read the bearer token from this file's first line, at start-up; an empty file or"
+         " a blank first line is an error", "FILE"),
     _Opt("max_receive_mib", "largest request accepted, MiB (default 64)", "MIB"),
     _Opt("workers", "gRPC worker threads that handle requests (default 16; at least max_inflight are used,"
          " plus 4 that only answer refusals)", "N"),
@@ -195,7 +224,8 @@ OPTIONS: tuple[_Opt, ...] = (
          " beyond it the least recently used traces are evicted (default 384: fits the 1 GiB limit of"
          " collector-config/k8s)", "MIB"),
     _Opt("batch_cache", "digests of answered requests remembered, for retries (default 4096; 0: off)", "N"),
-    _Opt("drain_timeout", "seconds to finish requests in flight on SIGTERM/SIGINT (default 10)", "SECONDS"),
+    _Opt("drain_timeout", "seconds to drain on SIGTERM/SIGINT: finish requests in flight, then send the tap"
+         " findings queued (what is left is dropped, counted and logged) (default 10)", "SECONDS"),
     _Opt("service_name", "service.name of the service's own telemetry (default otel-progress)", "NAME"),
     _Opt("instance_id", "service.instance.id of the service's own telemetry (default: host:pid)", "ID"),
     _Opt("config", "engine config file (JSON/YAML), as OTEL_PROGRESS_CONFIG", "FILE"),

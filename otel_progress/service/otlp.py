@@ -30,6 +30,7 @@ __all__ = [
     "MARKERS",
     "ExportTraceServiceRequest",
     "ExportTraceServiceResponse",
+    "SlimLogsRequest",
     "SlimRequest",
     "SlimSpan",
     "any_value",
@@ -127,13 +128,33 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
                 f.type_name = type_name
 
     rep, opt = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
-    # ExportTraceServiceRequest -> ResourceSpans -> ScopeSpans -> spans as bytes.
+    # ExportTraceServiceRequest -> ResourceSpans -> ScopeSpans -> spans as bytes, every other
+    # field kept as bytes too: serialized again, a slim request is the request it was read
+    # from, with whatever spans were replaced or added (no span is decoded to get there).
     message("SlimRequest", [("resource_spans", 1, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimResourceSpans")])
     message("SlimResourceSpans", [
         ("resource", 1, _F.TYPE_BYTES, opt, None),  # parsed only for batches with GenAI spans
         ("scope_spans", 2, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimScopeSpans"),
+        ("schema_url", 3, _F.TYPE_BYTES, opt, None),
     ])
-    message("SlimScopeSpans", [("spans", 2, _F.TYPE_BYTES, rep, None)])
+    message("SlimScopeSpans", [
+        ("scope", 1, _F.TYPE_BYTES, opt, None),
+        ("spans", 2, _F.TYPE_BYTES, rep, None),
+        ("schema_url", 3, _F.TYPE_BYTES, opt, None),
+    ])
+    # The same for ExportLogsServiceRequest -> ResourceLogs -> ScopeLogs -> log records.
+    message("SlimLogsRequest", [
+        ("resource_logs", 1, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimResourceLogs")])
+    message("SlimResourceLogs", [
+        ("resource", 1, _F.TYPE_BYTES, opt, None),
+        ("scope_logs", 2, _F.TYPE_MESSAGE, rep, ".otel_progress_private.SlimScopeLogs"),
+        ("schema_url", 3, _F.TYPE_BYTES, opt, None),
+    ])
+    message("SlimScopeLogs", [
+        ("scope", 1, _F.TYPE_BYTES, opt, None),
+        ("log_records", 2, _F.TYPE_BYTES, rep, None),
+        ("schema_url", 3, _F.TYPE_BYTES, opt, None),
+    ])
     # A span's ids and name only (for the lineage of spans that are not GenAI calls).
     message("SlimSpan", [
         ("trace_id", 1, _F.TYPE_BYTES, opt, None),
@@ -164,6 +185,7 @@ def _cls(name: str) -> Any:
 
 SlimRequest: Any = _cls("SlimRequest")
 SlimSpan: Any = _cls("SlimSpan")
+SlimLogsRequest: Any = _cls("SlimLogsRequest")
 _RetryInfo: Any = _cls("RetryInfo")
 _Status: Any = _cls("Status")
 
@@ -294,7 +316,11 @@ def span_record(span: trace_pb2.Span, resource: Mapping[str, Any] | None = None)
         value = kv.value
         text = value.string_value  # "" unless the value is a string
         attributes[kv.key] = text if text else any_value(value)
-    status = span.status
+    if span.HasField("status"):
+        status = span.status
+        error, message = status.code == _STATUS_ERROR, status.message
+    else:
+        error, message = False, ""
     events = span.events
     return SpanRecord(
         trace_id.hex(),
@@ -304,8 +330,8 @@ def span_record(span: trace_pb2.Span, resource: Mapping[str, Any] | None = None)
         span.start_time_unix_nano,
         span.end_time_unix_nano,
         attributes,
-        status.code == _STATUS_ERROR,
-        status.message,
+        error,
+        message,
         [(ev.name, attributes_dict(ev.attributes)) for ev in events] if events else [],
         resource if resource is not None else {},
     )

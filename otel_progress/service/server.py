@@ -33,24 +33,23 @@ from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-from opentelemetry.proto.resource.v1 import resource_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .. import __version__
 from ..config import Config, ConfigError
 from ..engine import ProgressEngine
 from ..runs.budget import StateBudget
 from ..runs.model import RunModel
-from .annotate import annotated_request, annotation_span
+from .annotate import annotated_request, tap_items
 from .detector import BatchDetector, BatchResult, MalformedRequest
 from .downstream import DownstreamState, RateLimitedLog
 from .forwarder import Forwarder
 from .health import HealthServer
-from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, LogsTap, MalformedLogsRequest
+from .log_events import DetectionLogs, DetectionLogsTap
+from .logs import ExportLogsServiceResponse, LogsDetector, LogsForwarder, MalformedLogsRequest
 from .metrics import ServiceMetrics
 from .options import ServiceConfig, ServiceConfigError
-from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, key_values, retry_info_details
-from .tap import MetricsPusher, TapExporter
+from .otlp import ExportTraceServiceRequest, ExportTraceServiceResponse, retry_info_details
+from .tap import LogsTap, MetricsPusher, TapExporter
 
 __all__ = ["ProgressService", "TraceExportServicer", "run_serve"]
 
@@ -117,6 +116,7 @@ class ProgressService:
         self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget)
         self._logs_forwarder: LogsForwarder | None = None
         self._logs_tap: LogsTap | None = None
+        self._detection_logs: DetectionLogs | None = None
         self._token = cfg.token()
         self._forwarder: Forwarder | None = None
         self._tap: TapExporter | None = None
@@ -159,8 +159,10 @@ class ProgressService:
             cfg.forward_endpoint if cfg.mode == "inline" else cfg.tap_target, timeout=cfg.forward_timeout,
             compression=cfg.forward_compression, insecure=cfg.forward_insecure, ca_file=cfg.forward_ca,
             headers=cfg.forward_headers, max_message_mib=cfg.max_receive_mib + 1)
-        if cfg.mode == "tap":
-            self._logs_tap = LogsTap(self._logs_forwarder, self.metrics)
+        if cfg.mode == "tap" or cfg.detection_events != "span":
+            self._logs_tap = DetectionLogsTap(self._logs_forwarder, self.metrics)
+            if cfg.detection_events != "span":
+                self._detection_logs = DetectionLogs(cfg.detection_events, self._logs_tap, self.metrics)
         metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
         if metrics_endpoint:
             self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
@@ -221,7 +223,9 @@ class ProgressService:
                 self._health = HealthServer(cfg.health_listen, ready=self.readiness,
                                             metrics_text=self.metrics.prometheus_text,
                                             traces=self.detector.known_traces if cfg.health_traces else None,
-                                            token=self._token, max_connections=cfg.health_max_connections)
+                                            token=self._token, max_connections=cfg.health_max_connections,
+                                            on_refused=lambda reason: self.metrics.add(
+                                                "progress.service.health.refused", 1, {"reason": reason}))
             except OSError as exc:
                 server.stop(0)
                 raise ServiceConfigError(f"cannot listen on {cfg.health_listen} (health): {exc}") from exc
@@ -263,7 +267,15 @@ class ProgressService:
                          f" ({'plaintext' if cfg.forward_insecure else 'TLS'}, {cfg.forward_compression},"
                          f" timeout {cfg.forward_timeout:g}s); acknowledging only after the forward succeeded")
         else:
-            lines.append(f"  mode tap: forwarding nothing; annotation spans and metrics to {cfg.tap_target}")
+            lines.append(f"  mode tap: forwarding nothing; annotation spans, detection records and metrics to"
+                         f" {cfg.tap_target} (batched; on SIGTERM what is queued is sent within the drain timeout,"
+                         f" {cfg.drain_timeout:g}s, the rest dropped, counted and logged)")
+        spans = "annotation spans" if cfg.mode == "tap" else "span events and attributes"
+        events = {"both": f"{spans}, and gen_ai.evaluation.result log records to the logs endpoint",
+                  "span": f"{spans} only",
+                  "log": "gen_ai.evaluation.result log records only, to the logs endpoint"}
+        lines.append(f"  detections in traces: {events[cfg.detection_events]} (--detection-events"
+                     f" {cfg.detection_events})")
         lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
                      f" a run ends {self.engine.config.run_ttl_seconds:g}s after its last record")
         if self._pusher is not None and self._metrics_forwarder is not None:
@@ -278,25 +290,30 @@ class ProgressService:
         return "\n".join(lines)
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop accepting requests, finish those in flight (up to ``grace`` seconds,
-        default ``drain_timeout``), flush tap findings and metrics, close everything."""
+        """Stop accepting requests and drain within ``grace`` seconds (default
+        ``drain_timeout``): finish the requests in flight, then send the tap findings
+        still queued (both taps at once) until the same deadline; what could not be sent
+        is counted and logged (:mod:`.tap`). Then push the metrics a last time (at most
+        2 s more) and close everything."""
         if self._stopped.is_set():
             return
         self._stopping = True
         grace = self.config.drain_timeout if grace is None else grace
+        deadline = time.monotonic() + grace
         if self._server is not None:
             self._server.stop(grace).wait(grace + 5)
         self._maint_stop.set()
         if self._maint is not None:
             self._maint.join(2.0)
-        if self._tap is not None:
-            self._tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
+        taps = [t for t in (self._tap, self._logs_tap) if t is not None]
+        for tap in taps:
+            tap.stop(deadline)
+        for tap in taps:
+            tap.join()
         if self._pusher is not None:
             self._pusher.shutdown()
         for fwd in {id(f): f for f in (self._forwarder, self._metrics_forwarder) if f is not None}.values():
             fwd.close()
-        if self._logs_tap is not None:
-            self._logs_tap.shutdown(timeout=min(grace, 5.0) if grace else 1.0)
         if self._logs_forwarder is not None:
             self._logs_forwarder.close()
         if self._health is not None:
@@ -416,6 +433,8 @@ class ProgressService:
             self.metrics.add("progress.service.errors")
             _log.exception("otel-progress: detection failed; forwarding the batch unannotated")
             result = None
+        if result is not None and self._detection_logs is not None:
+            result = self._detection_logs.route(raw, result)  # (log mode: the spans are left alone)
 
         if self.config.mode == "tap":
             if result is not None and result.new_detections:
@@ -482,7 +501,7 @@ class ProgressService:
         assert self._logs_forwarder is not None
         if self.config.mode == "tap":
             if result is not None and new and self._logs_tap is not None:
-                self._logs_tap.submit(self.logs.findings_request(result.request, new), len(new))
+                self._logs_tap.submit(self.logs.findings_request(result))
             return ExportLogsServiceResponse()
         fwd = self._logs_forwarder.forward(out, self._forward_timeout(context))
         if self._downstream is not None:
@@ -508,24 +527,8 @@ class ProgressService:
 
     def _tap_findings(self, raw: bytes, result: BatchResult) -> None:
         assert self._tap is not None
-        new = {id(d) for d in result.new_detections}
-        try:
-            request: ExportTraceServiceRequest | None = ExportTraceServiceRequest.FromString(raw)
-        except Exception:
-            request = None
-        fallback = resource_pb2.Resource(attributes=key_values({"service.name": "unknown_service"}))
-        for p in result.placements:
-            if p.on_agent or id(p.detection) not in new:
-                continue
-            resource = fallback
-            start = end = time.time_ns()
-            if request is not None and p.resource_index < len(request.resource_spans):
-                resource = request.resource_spans[p.resource_index].resource
-                if p.loc is not None:
-                    ri, si, j = p.loc
-                    span: trace_pb2.Span = request.resource_spans[ri].scope_spans[si].spans[j]
-                    start = end = span.end_time_unix_nano or span.start_time_unix_nano or start
-            self._tap.submit(resource, annotation_span(p.detection, p.parent_id, start, end))
+        for resource, span in tap_items(raw, result.placements, result.new_detections):
+            self._tap.submit(resource, span)
 
 
 def _configure_logging(level: str) -> None:
@@ -558,7 +561,9 @@ def run_serve(config: ServiceConfig) -> int:
     print(service.describe(), file=sys.stderr, flush=True)
 
     def _stop(signum: int, _frame: Any) -> None:
-        print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight"
+        queued = (" and the findings queued for the tap endpoint" if config.mode == "tap"
+                  else " and the detection log records queued" if config.detection_events != "span" else "")
+        print(f"otel-progress serve: {signal.Signals(signum).name}: draining requests in flight{queued}"
               f" (up to {config.drain_timeout:g}s)", file=sys.stderr, flush=True)
         threading.Thread(target=service.stop, name="otel-progress-stop", daemon=True).start()
 

@@ -1,9 +1,10 @@
 """The detection signals, one per module, behind :class:`~.base.Signal`.
 
 :func:`build_signals` returns the enabled agent-scope signals in pipeline order, cheap
-checks first: the wait check (it grants exemptions the others honour), then the window
-comparisons, the error counter, the no-progress counter, state revisits, and last the
-state signature and the published measure.
+checks first: the wait check (it grants exemptions the others honour), the compaction
+boundary's (it exempts the re-read after a compaction), then the window comparisons, the
+error counter, the no-progress counter, state and location revisits, and last the state
+signature and the published measure.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from .barren import BarrenSignal
 from .base import CallFacts, Signal, Step
+from .compaction import CompactionSignal
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
+from .location import LocationRevisitSignal
 from .measure import MeasureSignal
 from .repeat import RepeatCycleSignal, find_period
 from .revisit import StateRevisitSignal
@@ -27,8 +30,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BarrenSignal",
     "CallFacts",
+    "CompactionSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
+    "LocationRevisitSignal",
     "MeasureSignal",
     "RepeatCycleSignal",
     "RunSignatureSignal",
@@ -43,11 +48,13 @@ __all__ = [
 
 _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     WaitSignal,
+    CompactionSignal,
     RepeatCycleSignal,
     FrequencySignal,
     ErrorRecurrenceSignal,
     BarrenSignal,
     StateRevisitSignal,
+    LocationRevisitSignal,
     SignatureSignal,
     MeasureSignal,
 )

@@ -5,16 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Finding, Reason
+from ..views import Sketch, only_repeats
 from .base import Signal, Step
 
 __all__ = ["BarrenSignal"]
 
+_RECENT = 8  # the plain-text answers an interrupting answer is compared with
+
 
 class _State:
-    __slots__ = ("barren",)
+    __slots__ = ("barren", "held", "recent", "sketches")
 
     def __init__(self) -> None:
         self.barren = 0
+        self.recent: list[str] = []  # the run's last plain-text answers (references)
+        self.sketches: dict[int, tuple[str, Sketch]] = {}  # id -> (text, its sketch), for recent texts
+        # an answer that ended a streak and may only look new: (the streak it ended, its
+        # texts, the recent answers before it), judged if the next judged step is barren
+        self.held: tuple[int, list[str], list[str]] | None = None
 
 
 class BarrenSignal(Signal):
@@ -38,7 +46,15 @@ class BarrenSignal(Signal):
     command again, silent again, is not progress. A result that says nothing was found
     (``0 results``) is never progress, command or not. Any other request that differs
     from its tool's previous one and is answered with silence (a ``think`` note, a reply
-    with no body) is neutral: neither progress nor a barren step."""
+    with no body) is neutral: neither progress nor a barren step.
+
+    A streak is not broken by an answer that only looks new (issue 15): a step whose only
+    progress is plain text saying nothing the run's last eight plain-text answers did not
+    (``views.only_repeats``: a lookup that returns, prefixed, a sentence already read) is
+    neutral, neither progress nor barren. It is judged when the streak resumes right after
+    it (then the row goes on from where it was), so that the judgement costs nothing while
+    a run makes progress. Anything else new (a write, a changed state, a plan or goal
+    advance, a new JSON record, a view, a text with new content) ends the streak."""
 
     name = "barren"
 
@@ -47,7 +63,44 @@ class BarrenSignal(Signal):
 
     def reset(self, state: Any) -> Any:
         state.barren = 0
+        state.held = None
         return state
+
+    @staticmethod
+    def _remember(state: _State, texts: list[str]) -> None:
+        recent = state.recent
+        recent.extend(texts)
+        if len(recent) > _RECENT:
+            del recent[:-_RECENT]
+
+    @staticmethod
+    def _may_only_look_new(step: Step, run: Any) -> bool:
+        """Whether a step's progress is only new plain-text answers (no write, no changed
+        state, no plan or goal advance, no JSON record, no view: a view is judged at its
+        location), so that it may only look new."""
+        if step.wrote or run.plan_advanced or run.goal_improved or step.world:
+            return False
+        return not any(f.result is not None and (type(f.parsed_result) is not str or f.place is not None)
+                       and f.error is None for f in step.facts)
+
+    @staticmethod
+    def _only_repeats(state: _State, texts: list[str], before: list[str]) -> bool:
+        """Whether every text says nothing the answers before it did not (sketched now,
+        each once: this is asked only when a streak resumes right after such an answer)."""
+        if not before:
+            return False
+        cache = state.sketches
+        earlier = []
+        for text in before:
+            known = cache.get(id(text))
+            if known is None or known[0] is not text:
+                known = cache[id(text)] = (text, Sketch(text))
+            earlier.append(known[1])
+        if len(cache) > 4 * _RECENT:
+            keep = {id(t) for t in state.recent}
+            for k in [k for k in cache if k not in keep]:
+                del cache[k]
+        return all(only_repeats(Sketch(t), earlier) for t in texts)
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
@@ -63,13 +116,28 @@ class BarrenSignal(Signal):
                 progress = True  # a published state that did not change outranks it
             if not (facts.silent and facts.error is None and not facts.command and not facts.repeat):
                 neutral = False
+        if len(step.facts) == 1:
+            only = step.facts[0]
+            texts = [only.parsed_result] if only.error is None and type(only.parsed_result) is str else []
+        else:
+            texts = [f.parsed_result for f in step.facts if f.error is None and type(f.parsed_result) is str]
         if progress:
+            # A streak ended by new plain text: held, and judged only if the streak resumes.
+            state.held = ((state.barren, texts, list(state.recent))
+                          if state.barren and texts and self._may_only_look_new(step, run) else None)
             state.barren = 0
+            self._remember(state, texts)
             return None
         if step.partial:
             return None  # an equal size or truncated preview does not prove nothing new
         if not comparable or neutral:
             return None  # (a new request answered with silence: a note to self, a 204)
+        held = state.held
+        if held is not None:
+            state.held = None
+            if self._only_repeats(state, held[1], held[2]):
+                state.barren = held[0]  # it only looked new: neutral, the streak goes on
+        self._remember(state, texts)
         state.barren += 1
         if state.barren < self.config.barren_threshold:
             return None

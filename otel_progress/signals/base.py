@@ -15,7 +15,7 @@ from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..model import Finding, Scope
+from ..model import Compaction, Finding, Scope
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -53,6 +53,9 @@ class CallFacts:
     # the result is only a size or a truncated preview (evidence level "arguments"): a
     # differing one is new, an equal one proves nothing (never "the same result")
     partial: bool = False
+    # the state of the location the result shows (location and what it showed there,
+    # see views.py); None: the result names no location
+    place: int | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +79,9 @@ class Step:
     # parts other than the actions (None: the step has no signature)
     signature_parts: tuple[str, str, str, str, str] | None = None
     partial: bool = False  # a call of the step has a partial result (CallFacts.partial)
+    # a re-read expected after a compaction (signals/compaction.py): exempt too, and the
+    # location signal does not count it as a revisit
+    recovery: bool = False
 
 
 class Signal(ABC):
@@ -110,6 +116,14 @@ class Signal(ABC):
         """The run both changed the world and admitted something new since the last epoch
         (see ``RunState.epoch``); returns the state to keep."""
         return state
+
+    #: Whether :meth:`boundary` does anything (the pipeline calls only those that do).
+    uses_boundaries: bool = False
+
+    def boundary(self, state: Any, run: RunState, compaction: Compaction) -> Finding | None:
+        """The run's context was compacted here, between two steps (see
+        :mod:`.compaction`); a finding if that compaction is one."""
+        return None
 
 
 def holds(window: array[int], value: int) -> bool:

@@ -7,18 +7,38 @@ from typing import Any
 from ..model import Finding, Reason
 from .base import Signal, Step
 
-__all__ = ["StateRevisitSignal"]
+__all__ = ["RevisitState", "StateRevisitSignal", "revisited"]
 
 _MAX_STATES = 64
 
 
-class _State:
+class RevisitState:
+    """The states a run has been in (the last 64), the current one and the net revisits."""
+
     __slots__ = ("current", "revisits", "seen")
 
     def __init__(self) -> None:
-        self.seen: dict[str, None] = {}  # insertion-ordered set of state digests
-        self.current: str | None = None
+        self.seen: dict[Any, None] = {}  # insertion-ordered set of state digests
+        self.current: Any = None
         self.revisits = 0
+
+
+def revisited(state: RevisitState, digest: Any) -> bool:
+    """Note a step in state ``digest``; whether it moved back to a state seen earlier (a
+    revisit, counted). Staying where it is changes nothing; a move to a new state takes
+    one revisit back."""
+    if digest == state.current:
+        return False
+    state.current = digest
+    seen = state.seen
+    if digest in seen:
+        state.revisits += 1
+        return True
+    state.revisits = max(0, state.revisits - 1)
+    if len(seen) >= _MAX_STATES:
+        seen.pop(next(iter(seen)))
+    seen[digest] = None
+    return False
 
 
 class StateRevisitSignal(Signal):
@@ -29,8 +49,8 @@ class StateRevisitSignal(Signal):
 
     name = "revisit"
 
-    def new_state(self) -> _State:
-        return _State()
+    def new_state(self) -> RevisitState:
+        return RevisitState()
 
     def reset(self, state: Any) -> Any:
         state.revisits = 0
@@ -38,16 +58,7 @@ class StateRevisitSignal(Signal):
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         digest = run.step_state
-        if digest is None or digest == state.current:
-            return None
-        state.current = digest
-        if digest in state.seen:
-            state.revisits += 1
-        else:
-            state.revisits = max(0, state.revisits - 1)
-            if len(state.seen) >= _MAX_STATES:
-                state.seen.pop(next(iter(state.seen)))
-            state.seen[digest] = None
+        if digest is None or not revisited(state, digest):
             return None
         if state.revisits < self.config.revisit_threshold:
             return None

@@ -173,7 +173,26 @@ class WaitSignal(Signal):
         return True, None
 
 
+#: _TEXT_WAIT's phrases: in an ASCII text, a match of the pattern lower-cases to one of them.
+_TEXT_WAIT_PHRASES = ("still running", "in progress", "pending", "queued", "waiting for", "not finished",
+                      "not yet finished", "no new output")
+#: A part of each phrase, of letters whose only case-insensitive matches are their upper and
+#: lower case (no i, s or k): in any text, a match lower-cases to a text holding one of them.
+_TEXT_WAIT_PARTS = ("runn", "progre", "pend", "queued", "ng for", "hed", "no new outp")
+
+
 def _is_waiting(result: Any, waiting: frozenset[str]) -> bool:
+    if type(result) is str:
+        if len(result) > 512:
+            return False
+        if result.strip().lower() in waiting:
+            return True
+        # (cheap necessary conditions first: most results mention no wait at all)
+        lowered = result.lower()
+        for part in _TEXT_WAIT_PHRASES if result.isascii() else _TEXT_WAIT_PARTS:
+            if part in lowered:
+                return _TEXT_WAIT.search(result) is not None
+        return False
     if isinstance(result, Mapping):
         for key in _STATUS_KEYS:
             value = result.get(key)

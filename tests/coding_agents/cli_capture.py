@@ -231,19 +231,30 @@ def same_detections(a: list[Detection], b: list[Detection]) -> bool:
     return [key(d) for d in a] == [key(d) for d in b]
 
 
-def detect(path: Path) -> list[Detection]:
-    """The detections of the engine over a logs file, run by run in each run's order."""
+def detect(path: Path, config: Config | None = None) -> list[Detection]:
+    """The detections of the engine (``config``: the default) over a logs file, run by run
+    in each run's order (a compaction that names only its session belongs to the session's
+    run seen last)."""
     runs: dict[str, list[LogObservation]] = {}
     for observation in observations(path):
-        runs.setdefault(observation.run_key, []).append(observation)
-    engine = ProgressEngine()
+        key = observation.run_key
+        if observation.session_wide:
+            key = next((k for k in reversed(runs) if k.startswith(key)), "")
+            if not key:
+                continue
+        runs.setdefault(key, []).append(observation)
+        runs[key] = runs.pop(key)  # seen last
+    engine = ProgressEngine(config)
     out: list[Detection] = []
     for run_key, items in runs.items():
-        for item in sorted(items, key=lambda o: o.order):
+        for n, item in enumerate(sorted(items, key=lambda o: o.order)):
             if item.kind == "tokens":
                 engine.record_tokens(run_key, run_key, item.tokens)
             elif item.kind == "tool" and item.call is not None:
                 out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
+            elif item.kind == "compaction" and item.compaction is not None:
+                out.extend(engine.compaction(dataclasses.replace(item.compaction, trace_id=run_key, run_id=run_key,
+                                                                 span_id=f"compaction-{n}")))
         out.extend(engine.flush(run_key))
     return out
 
@@ -306,6 +317,21 @@ class GrpcSink:
             time.sleep(settle)
             records = self.log_records()
         return records
+
+    def span_events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(span name, event name, event attributes)`` of every span event received."""
+        with self._lock:
+            requests = list(self.traces)
+        out = []
+        for request in requests:
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        for event in span.events:
+                            attributes = {kv.key: kv.value.string_value or kv.value.int_value
+                                          for kv in event.attributes}
+                            out.append((span.name, event.name, attributes))
+        return out
 
     def log_records(self) -> list[tuple[str, dict[str, Any]]]:
         """``(event name, attributes)`` of every log record received, in order."""

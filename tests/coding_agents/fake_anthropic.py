@@ -7,6 +7,14 @@ messages already in the conversation) gets ``script[n]``, a list of tool calls
 ``(tool name, input)``; past the script it answers with a final text. Requests without
 tools (titles, summaries) get a short text. ``/v1/messages/count_tokens`` answers a count.
 Every request body is kept in :attr:`FakeAnthropic.requests` for assertions.
+
+Compaction: ``context`` gives, per scripted turn, the ``input_tokens`` the answer reports
+(the size of the conversation as the API saw it); a turn reported near the CLI's
+auto-compact window (``CLAUDE_CODE_AUTO_COMPACT_WINDOW``) makes Claude Code compact before
+its next request. The compaction's own request (its last user message asks for a
+``<summary>``) is answered with a summary text and kept in :attr:`FakeAnthropic.compactions`.
+A compaction rewrites the conversation, so with ``context`` the turn is not counted from the
+assistant messages but is the number of agent-loop requests answered so far.
 """
 
 from __future__ import annotations
@@ -30,10 +38,13 @@ class FakeAnthropic(FakeAPI):
     thread_name = "fake-anthropic"
 
     def __init__(self, script: Sequence[Sequence[ToolUse]], final_text: str = "Done.",
-                 model: str = "claude-sonnet-4-5") -> None:
+                 model: str = "claude-sonnet-4-5", context: Sequence[int] | None = None) -> None:
         self.script = [list(turn) for turn in script]
         self.final_text = final_text
         self.model = model
+        self.context = list(context) if context is not None else None
+        self.compactions: list[dict[str, Any]] = []
+        self._turns = 0
         super().__init__()
 
     @property
@@ -45,21 +56,34 @@ class FakeAnthropic(FakeAPI):
     def _next_id(self, prefix: str, width: int = 24) -> str:
         return super()._next_id(prefix, width)
 
-    def blocks_for(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        """The content blocks answering one request."""
+    def blocks_for(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+        """The content blocks answering one request, and the ``input_tokens`` to report."""
         if not body.get("tools"):
-            return [{"type": "text", "text": "Scripted session"}]
-        calls = scripted(self.script, assistant_turns(body), None)
+            return [{"type": "text", "text": "Scripted session"}], 120
+        if _asks_for_summary(body):
+            self.keep_compaction(body)
+            return [{"type": "text", "text": _SUMMARY}], 120
+        if self.context is None:
+            turn = assistant_turns(body)
+        else:
+            with self._lock:
+                turn, self._turns = self._turns, self._turns + 1
+        tokens = scripted(self.context, turn, 120) if self.context is not None else 120
+        calls = scripted(self.script, turn, None)
         if calls is not None:
             return [{"type": "tool_use", "id": self._next_id("toolu"), "name": name, "input": args}
-                    for name, args in calls]
-        return [{"type": "text", "text": self.final_text}]
+                    for name, args in calls], tokens
+        return [{"type": "text", "text": self.final_text}], tokens
 
-    def _stream(self, blocks: list[dict[str, Any]]) -> bytes:
+    def keep_compaction(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.compactions.append(body)
+
+    def _stream(self, blocks: list[dict[str, Any]], tokens: int = 120) -> bytes:
         out = [typed_sse({"type": "message_start", "message": {
             "id": self._next_id("msg"), "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 120, "output_tokens": 1, "cache_read_input_tokens": 0,
+            "usage": {"input_tokens": tokens, "output_tokens": 1, "cache_read_input_tokens": 0,
                       "cache_creation_input_tokens": 0}}})]
         for i, block in enumerate(blocks):
             if block["type"] == "text":
@@ -79,12 +103,12 @@ class FakeAnthropic(FakeAPI):
         out.append(typed_sse({"type": "message_stop"}))
         return b"".join(out)
 
-    def _message(self, blocks: list[dict[str, Any]]) -> bytes:
+    def _message(self, blocks: list[dict[str, Any]], tokens: int = 120) -> bytes:
         stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
         return json.dumps({
             "id": self._next_id("msg"), "type": "message", "role": "assistant", "model": self.model,
             "content": blocks, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": 120, "output_tokens": 30}}).encode()
+            "usage": {"input_tokens": tokens, "output_tokens": 30}}).encode()
 
     # -- the wire ------------------------------------------------------------------------
 
@@ -104,7 +128,25 @@ class FakeAnthropic(FakeAPI):
         if not path.endswith("/v1/messages"):
             return self.get(path)
         self.keep(body)
-        blocks = self.blocks_for(body)
+        blocks, tokens = self.blocks_for(body)
         if body.get("stream"):
-            return 200, self._stream(blocks), "text/event-stream"
-        return 200, self._message(blocks), "application/json"
+            return 200, self._stream(blocks, tokens), "text/event-stream"
+        return 200, self._message(blocks, tokens), "application/json"
+
+
+#: The summary a compaction request gets (Claude Code asks for ``<analysis>`` and ``<summary>``).
+_SUMMARY = ("<analysis>The user asked to work on notes.txt; the notes were read.</analysis>\n"
+            "<summary>1. Primary Request and Intent: work on notes.txt.\n"
+            "2. Files and Code Sections: notes.txt was read.</summary>")
+
+
+def _asks_for_summary(body: dict[str, Any]) -> bool:
+    """Whether a request is Claude Code's compaction call: its last user message asks for a
+    summary of the conversation in ``<summary>`` tags."""
+    messages = body.get("messages") or ()
+    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
+        return False
+    content = messages[-1].get("content")
+    parts = [content] if isinstance(content, str) else [
+        b.get("text") for b in content or () if isinstance(b, dict) and b.get("type") == "text"]
+    return any(isinstance(t, str) and "<summary>" in t and "summary of the conversation" in t for t in parts)

@@ -14,6 +14,15 @@ with the final message. The shell tool's name and argument shape are taken from 
 ``tools`` the request offers (``exec_command`` with ``cmd``, ``shell`` with an argv
 ``command`` or ``shell_command`` with a string ``command``), so the script names only the
 command line.
+
+Compaction: Codex compacts a custom provider's conversation itself
+(``model_auto_compact_token_limit`` in ``config.toml``): it sends the history with a last
+user message beginning ``You are performing a CONTEXT CHECKPOINT COMPACTION``, answered
+here with a handoff summary (kept in :attr:`FakeResponsesAPI.compactions`). ``context``
+gives, per scripted step, the input tokens its answer reports: a step reported above the
+limit makes Codex compact after it. A compaction rewrites the history, so with ``context``
+the step is not counted from the tool outputs in the request but is the number of
+agent-loop requests answered so far.
 """
 
 from __future__ import annotations
@@ -67,6 +76,23 @@ def _last_output(body: dict[str, Any]) -> str:
     return text
 
 
+#: The handoff summary a compaction request gets.
+_HANDOFF = "Progress: notes.txt was read. Next: act on its two lines."
+_HANDOFF_TOKENS = 200  # what the summariser's own request reports (below any limit the tests set)
+_COMPACTION_PROMPT = "CONTEXT CHECKPOINT COMPACTION"
+
+
+def _asks_for_compaction(body: dict[str, Any]) -> bool:
+    """Whether a request is Codex's own compaction call (its last input item is the user
+    message asking for a handoff summary)."""
+    items = body.get("input") or ()
+    last = items[-1] if items else None
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return False
+    return any(isinstance(p, dict) and _COMPACTION_PROMPT in str(p.get("text", ""))
+               for p in last.get("content") or ())
+
+
 def _outputs_so_far(body: dict[str, Any]) -> int:
     count = 0
     for item in body.get("input") or ():
@@ -86,9 +112,13 @@ class FakeResponsesAPI(FakeAPI):
         usage: the token counts sent with every ``response.completed``.
     """
 
-    def __init__(self, steps: list[Step], usage: tuple[int, int] = (1200, 40)) -> None:
+    def __init__(self, steps: list[Step], usage: tuple[int, int] = (1200, 40),
+                 context: list[int] | None = None) -> None:
         self.steps = list(steps)
         self.usage = usage
+        self.context = list(context) if context is not None else None
+        self.compactions: list[dict[str, Any]] = []
+        self._turns = 0
         super().__init__()
 
     @property
@@ -97,9 +127,26 @@ class FakeResponsesAPI(FakeAPI):
 
     # -- the answer to one request -------------------------------------------------------
 
+    def _index(self, body: dict[str, Any]) -> tuple[int | None, int]:
+        """The script step answering an agent-loop request (``None``: a compaction), and
+        the input tokens to report."""
+        inp = self.usage[0]
+        if _asks_for_compaction(body):
+            with self._lock:
+                self.compactions.append(body)
+            return None, _HANDOFF_TOKENS
+        if self.context is None:
+            return _outputs_so_far(body), inp
+        with self._lock:
+            index, self._turns = self._turns, self._turns + 1
+        return index, scripted(self.context, index, inp)
+
     def _events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         number = self.keep(body)
-        index = _outputs_so_far(body)
+        index, inp = self._index(body)
+        if index is None:
+            return self._completed(number, {"type": "message", "role": "assistant", "id": f"msg_{number:03d}",
+                                            "content": [{"type": "output_text", "text": _HANDOFF}]}, inp)
         step = scripted(self.steps, index, Step(message="Done."))
         tools = _tool_names(body)
         call_id = f"call_{index:03d}"
@@ -119,8 +166,11 @@ class FakeResponsesAPI(FakeAPI):
                 "id": f"msg_{number:03d}",
                 "content": [{"type": "output_text", "text": step.message or "Done."}],
             }
+        return self._completed(number, item, inp)
+
+    def _completed(self, number: int, item: dict[str, Any], inp: int) -> list[dict[str, Any]]:
         response_id = f"resp_{number:03d}"
-        inp, out = self.usage
+        out = self.usage[1]
         return [
             {"type": "response.created", "response": {"id": response_id}},
             {"type": "response.output_item.done", "item": item},

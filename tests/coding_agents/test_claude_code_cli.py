@@ -26,6 +26,7 @@ The captures are kept as golden files (``golden/claude-code-<version>-<scenario>
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from pathlib import Path
@@ -101,23 +102,37 @@ def golden(scenario: str, signal: str = "") -> Path:
     return GOLDEN / f"claude-code-{VERSION}-{scenario}{'.' + signal if signal else ''}.jsonl"
 
 
-def claude_binary() -> Path:
+#: An older release whose spans carry no gen_ai.operation.name / gen_ai.tool.name (before 2.1.300).
+OLD_VERSION = "2.1.197"
+
+
+def claude_binary(version: str = VERSION) -> Path:
     """The real Claude Code native binary (installed from npm once, cached)."""
     name = _PLATFORMS.get((platform.system(), platform.machine()))
     if name is None:
         pytest.skip(f"no Claude Code native package for {platform.system()} {platform.machine()}")
-    return npm_file("@anthropic-ai/claude-code", VERSION, "claude-code", f"@anthropic-ai/claude-code-{name}/claude")
+    return npm_file("@anthropic-ai/claude-code", version, "claude-code", f"@anthropic-ai/claude-code-{name}/claude")
 
 
-def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None,
+def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = None, version: str = VERSION,
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
     """Run the CLI through one scenario; the logs and trace export requests it sent to the
     test's receiver (``exporter``: OTLP settings that send them elsewhere instead)."""
     script, details = SCENARIOS[scenario]
-    binary = claude_binary()
+    return run_claude(script, details, tmp_path, exporter, version)
+
+
+def run_claude(script: list[list[tuple[str, dict[str, Any]]]], details: bool, tmp_path: Path,
+               exporter: dict[str, str] | None = None, version: str = VERSION, context: list[int] | None = None,
+               settings: dict[str, str] | None = None,
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
+    """Run the CLI through a script of tool calls (``context``: the input tokens the fake API
+    reports per turn, see :mod:`.fake_anthropic`; ``settings``: more environment); the logs
+    and trace export requests it sent (see :func:`capture`) and the fake API."""
+    binary = claude_binary(version)
     work, home = workspace(tmp_path, NOTES)
     script = with_cwd(script, str(work))
-    with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.") as api:
+    with Receiver() as receiver, FakeAnthropic(script, final_text="Finished.", context=context) as api:
         env = cli_env(
             home, LANG="C.UTF-8",
             ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test-not-a-key",
@@ -130,6 +145,7 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
         if details:
             env["OTEL_LOG_TOOL_DETAILS"] = "1"
             env["OTEL_LOG_TOOL_CONTENT"] = "1"
+        env.update(settings or {})
         env.update(exporter or {})
         run_cli([str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
                  "--dangerously-skip-permissions"], cwd=work, env=env, timeout=120, expect='"subtype":"success"')
@@ -224,3 +240,25 @@ def test_healthy_run_has_no_detection() -> None:
 def test_tokens_come_from_api_requests() -> None:
     tokens = [o.tokens for o in observations(_golden("loop-details")) if o.kind == "tokens"]
     assert len(tokens) >= 7 and all(t == 150 for t in tokens)  # the fake API's 120 in + 30 out
+
+
+def test_an_older_release_without_gen_ai_keys_is_read_from_its_traces(tmp_path: Path) -> None:
+    """2.1.197 writes claude_code.tool spans with span.type and tool_name only (no
+    gen_ai.operation.name, no gen_ai.tool.name): read by the Claude Code span convention,
+    the loop is the same repeat cycle at the second call as with 2.1.332."""
+    from otel_progress.scan import scan_paths
+
+    _, traces, _ = capture("loop-details", tmp_path, version=OLD_VERSION)
+    path = tmp_path / "traces.jsonl"
+    write_jsonl(path, traces)
+    tools = [s for line in path.read_text().splitlines() for rs in json.loads(line).get("resourceSpans", [])
+             for ss in rs.get("scopeSpans", []) for s in ss.get("spans", []) if s["name"] == "claude_code.tool"]
+    assert tools, "no claude_code.tool span was exported"
+    keys = {a["key"] for a in tools[0].get("attributes", [])}
+    assert "tool_name" in keys and "gen_ai.operation.name" not in keys and "gen_ai.tool.name" not in keys
+    result = scan_paths([str(path)], progress=False)
+    assert sum(r.tool_calls for r in result.reports) == len(tools)
+    found = [(d.reason.value, d.turn) for r in result.reports for d in r.detections]
+    assert found[:1] == [("repeat_cycle", 2)]
+    if os.environ.get(UPDATE_ENV) == "1":
+        write_jsonl(GOLDEN / f"claude-code-{OLD_VERSION}-loop-details.traces.jsonl", traces)

@@ -94,3 +94,39 @@ def test_another_agents_tool_result_is_not_read_as_claude_code() -> None:
 def test_odd_values_never_raise(odd: dict[str, Any]) -> None:
     obs = ClaudeCodeLogs().read(_result(**odd))  # the reader itself, not the registry's guard
     assert obs is None or obs.kind == "tool"
+
+
+def _compaction(**attributes: Any) -> LogRecordView:
+    base = {"trigger": "auto", "success": "true", "duration_ms": "178", "pre_tokens": "95038", "post_tokens": "2700"}
+    return _record("compaction", 16, **{**base, **attributes})
+
+
+def test_a_compaction_is_a_boundary_of_its_prompts_run() -> None:
+    obs = read_log(_compaction())
+    assert obs is not None and obs.kind == "compaction" and obs.compaction is not None
+    assert obs.run_key == f"claude_code|{SESSION}|{PROMPT}" and not obs.session_wide
+    assert obs.order[0] == 16
+    compaction = obs.compaction
+    assert (compaction.trigger, compaction.tokens_before, compaction.tokens_after) == ("auto", 95038, 2700)
+    assert compaction.source == "claude_code.compaction" and compaction.time_ns == 1796120880456000000
+    manual = read_log(_compaction(trigger="manual", pre_tokens=None, post_tokens=None))
+    assert manual is not None and manual.compaction is not None
+    assert manual.compaction.trigger == "manual" and manual.compaction.tokens_before is None
+
+
+def test_a_failed_compaction_is_no_boundary_and_the_summariser_request_is_tokens() -> None:
+    failed = read_log(_compaction(success="false", error="compact_not_enough_messages", post_tokens=None))
+    assert failed is not None and failed.kind == "other"
+    summariser = read_log(_record("api_request", 14, input_tokens=120, output_tokens=30, query_source="compact"))
+    assert summariser is not None and summariser.kind == "tokens" and summariser.tokens == 150
+
+
+@pytest.mark.parametrize("odd", [
+    {"success": 1}, {"trigger": ["auto"]}, {"trigger": "sometimes"}, {"pre_tokens": "9" * 40},
+    {"post_tokens": {"a": 1}}, {"pre_tokens": -5}, {"session.id": None},
+])
+def test_odd_compaction_values_never_raise(odd: dict[str, Any]) -> None:
+    obs = ClaudeCodeLogs().read(_compaction(**odd))
+    assert obs is None or obs.kind in ("compaction", "other")
+    if obs is not None and obs.compaction is not None:
+        assert obs.compaction.trigger in ("auto", "manual", None)

@@ -75,3 +75,33 @@ def test_an_output_at_claude_codes_cut_is_a_truncated_preview() -> None:
     assert not read_tool(SpanRecord(trace_id="t", span_id="s", name="claude_code.tool",
                                     attributes={"span.type": "tool", "gen_ai.tool.name": "Bash"},
                                     events=[("tool.output", {"output": "short"})])).truncated
+
+
+def test_spans_before_2_1_300_without_gen_ai_keys_are_read() -> None:
+    # The shapes of 2.0.20 to 2.1.299 (read from the packages, and from the 2.1.197 capture
+    # in test_claude_code_cli.py): span.type and tool_name, no gen_ai.operation.name.
+    from otel_progress.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
+
+    tool = SpanRecord(trace_id="t", span_id="s2", parent_id="s1", name="claude_code.tool",
+                      attributes={"span.type": "tool", "tool_name": "Bash", "full_command": "cat notes.txt",
+                                  "agent_id": "a1"},
+                      events=[("tool.output", {"bash_command": "cat notes.txt", "output": "the first line"})])
+    assert classify(tool) is SpanKind.TOOL
+    call = read_tool_call(tool)
+    assert (call.name, call.arguments, call.result) == ("Bash", {"bash_command": "cat notes.txt"}, "the first line")
+    interaction = SpanRecord(trace_id="t", span_id="s1", name="claude_code.interaction",
+                             attributes={"span.type": "interaction", "interaction.sequence": 1})
+    assert classify(interaction) is SpanKind.AGENT and agent_name(interaction) == "claude_code.interaction"
+    llm = SpanRecord(trace_id="t", span_id="s3", parent_id="s1", name="claude_code.llm_request",
+                     attributes={"span.type": "llm_request", "model": "m", "input_tokens": 120, "output_tokens": 30})
+    assert classify(llm) is SpanKind.MODEL and read_tokens(llm) == 150
+    for name, kind in (("claude_code.tool.execution", "tool.execution"), ("claude_code.tool", "llm_request"),
+                       ("other.tool", "tool"), ("claude_code.tool", ["tool"])):
+        span = SpanRecord(trace_id="t", span_id="s", name=name, attributes={"span.type": kind, "tool_name": "x"})
+        assert classify(span) is SpanKind.OTHER, (name, kind)
+
+
+def test_the_2_1_197_capture_is_the_same_loop() -> None:
+    path = Path(__file__).parent / "golden" / "claude-code-2.1.197-loop-details.traces.jsonl"
+    result = scan_paths([str(path)], progress=False)
+    assert [(d.reason.value, d.turn) for r in result.reports for d in r.detections][:1] == [("repeat_cycle", 2)]

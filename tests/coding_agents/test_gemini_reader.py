@@ -78,3 +78,34 @@ def test_without_function_args_only_names_are_known() -> None:
     obs = read_log(record)
     assert obs is not None and obs.call is not None
     assert obs.evidence_level == obs.call.evidence_level == "names"
+
+
+def _compression(**extra: Any) -> LogRecordView:
+    attributes: dict[str, Any] = {
+        "session.id": SESSION, "installation.id": "i", "interactive": False,
+        "event.name": "gemini_cli.chat_compression", "event.timestamp": "2026-12-01T23:11:15.434Z",
+        "tokens_before": 700000, "tokens_after": 256,
+    }
+    attributes.update(extra)
+    return LogRecordView(time_ns=1796166675434000000, event_name="gemini_cli.chat_compression",
+                         body="Chat compression (Saved 699744 tokens)", attributes=attributes, index=9)
+
+
+def test_a_compression_is_a_boundary_of_the_sessions_current_run() -> None:
+    obs = read_log(_compression())
+    assert obs is not None and obs.kind == "compaction" and obs.compaction is not None
+    # no prompt_id in the record: the session's prefix, for the run seen last
+    assert obs.session_wide and obs.run_key == f"gemini_cli|{SESSION}|"
+    compaction = obs.compaction
+    assert (compaction.tokens_before, compaction.tokens_after, compaction.trigger) == (700000, 256, None)
+    assert compaction.time_ns == 1796166675434000000 and compaction.source == "gemini_cli.chat_compression"
+
+
+def test_a_compression_that_did_not_shrink_the_history_is_none() -> None:
+    # an empty summary is logged with tokens_after == tokens_before, an inflated one above it: both kept the history
+    for after in (700000, 800000):
+        obs = read_log(_compression(tokens_after=after))
+        assert obs is not None and obs.kind == "other"
+    for odd in ({"tokens_before": None}, {"tokens_after": "x"}, {"tokens_after": -1}, {"tokens_before": [1]}):
+        obs = read_log(_compression(**odd))
+        assert obs is not None and obs.kind == "other"

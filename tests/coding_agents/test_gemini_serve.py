@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli_capture import GrpcSink, serving
+from .cli_capture import serving
 from .test_gemini_cli import run_gemini
 
 
@@ -35,29 +35,16 @@ def test_the_failing_edit_is_annotated_by_the_service(tmp_path: Path) -> None:
     assert all("old_string" not in str(v) for v in events[0].values()), "no raw arguments in annotations"
 
 
-def _span_events(sink: GrpcSink) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(span name, event name, event attributes)`` of the forwarded spans' events."""
-    out = []
-    for request in list(sink.traces):
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    for event in span.events:
-                        attributes = {kv.key: kv.value.string_value or kv.value.int_value for kv in event.attributes}
-                        out.append((span.name, event.name, attributes))
-    return out
-
-
 def test_with_traces_the_loop_is_caught_on_the_spans_too(tmp_path: Path) -> None:
     with serving() as (sink, service):
         run_gemini("loop", tmp_path, f"http://127.0.0.1:{service.port}", protocol="grpc", traces=True)
         records = sink.wait(lambda r: len(_tool_calls(r)) >= 8)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(e[1] == "no_progress" for e in _span_events(sink)) \
+        while time.monotonic() < deadline and not any(e[1] == "no_progress" for e in sink.span_events()) \
                 and not any(n == "progress.no_progress" for n, _ in sink.log_records()):
             time.sleep(0.2)
         time.sleep(2)  # (what the other signal brings after the first report)
-        spans = _span_events(sink)
+        spans = sink.span_events()
         records = sink.log_records()
     logged = [a for name, a in records if name == "progress.no_progress"]
     traced = [a for span, event, a in spans if span == "tool_call" and event == "no_progress"]

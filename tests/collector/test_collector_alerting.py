@@ -1,4 +1,5 @@
-"""collector-config/alerting/: Prometheus rules (promtool), Grafana, TraceQL, Honeycomb."""
+"""collector-config/alerting/: Prometheus rules (promtool), Grafana, TraceQL, LogQL (Loki
+rules), Honeycomb."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ RULES_TEST = ALERTING / "prometheus-rules.test.yaml"
 GRAFANA_DASHBOARD = ALERTING / "grafana-dashboard.json"
 GRAFANA_RULES = ALERTING / "grafana-alert-rules.yaml"
 TRACEQL = ALERTING / "traceql.md"
+LOGQL = ALERTING / "logql.md"
+LOKI_RULES = ALERTING / "loki-rules.yaml"
 HONEYCOMB_DIR = ALERTING / "honeycomb"
 
 # Metric names the sink exposes (see the smoke test), the in-process processor's,
@@ -26,6 +29,7 @@ SINK_METRICS = {
     "progress_detection_events_total",
     "progress_detected_spans_total",
     "progress_spans_seen_total",
+    "progress_evaluation_results_total",
 }
 IN_PROCESS_METRICS = {
     "progress_detections_total",
@@ -228,7 +232,7 @@ def test_honeycomb_trigger_specs() -> None:
         assert trigger["threshold"]["op"] in {">", ">=", "<", "<="}
         assert trigger["alert_type"] in {"on_change", "on_true"}
         cols = {f["column"] for f in query.get("filters", [])}
-        assert cols & {"progress.detected", "name", "progress.level"}, path.name
+        assert cols & {"progress.detected", "name", "progress.level", "gen_ai.evaluation.name"}, path.name
 
 
 def test_honeycomb_terraform() -> None:
@@ -237,8 +241,34 @@ def test_honeycomb_terraform() -> None:
     assert tf.count("{") == tf.count("}"), "unbalanced braces"
     assert 'resource "honeycombio_trigger"' in tf
     assert 'data "honeycombio_query_specification"' in tf
-    for needle in ('"progress.detected"', '"no_progress"', '"progress.level"'):
+    for needle in ('"progress.detected"', '"no_progress"', '"progress.level"', '"gen_ai.evaluation.name"'):
         assert needle in tf, needle
+    # every trigger JSON has its Terraform twin
+    assert tf.count('resource "honeycombio_trigger"') == len(list(HONEYCOMB_DIR.glob("trigger-*.json")))
+
+
+def test_alerts_on_the_detection_log_records() -> None:
+    """The log records (gen_ai.evaluation.result) are alerted on three ways: Prometheus through
+    the count connector (progress:detected:increase5m, tested by promtool above), Loki, and
+    Honeycomb. The end-to-end test evaluates the LogQL on real records."""
+    rules = yaml.safe_load(RULES.read_text())
+    by_name = {r.get("alert") or r.get("record"): r for g in rules["groups"] for r in g["rules"]}
+    assert "progress_evaluation_results_total" in by_name["progress:evaluation_results:increase5m"]["expr"]
+    for alert in ("OtelProgressNoProgressDetected", "OtelProgressAgentParked"):
+        assert "progress:detected:increase5m" in by_name[alert]["expr"]
+    loki = yaml.safe_load(LOKI_RULES.read_text())
+    alerts = {r["alert"]: r for g in loki["groups"] for r in g["rules"]}
+    assert set(alerts) == {"OtelProgressNoProgressDetected", "OtelProgressAgentParked"}
+    for name, rule in alerts.items():
+        prom = by_name[name]
+        assert rule["labels"] == prom["labels"], name  # the same alert for Alertmanager
+        expr = rule["expr"]
+        assert 'event_name="gen_ai.evaluation.result"' in expr and 'gen_ai_evaluation_name=~"progress[.].+"' in expr
+        assert "count_over_time({" in expr and "[5m]" in expr
+        assert expr.count("(") == expr.count(")") and expr.count("{") == expr.count("}")
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+    text = LOGQL.read_text()
+    assert 'gen_ai_evaluation_name=~"progress[.].+"' in text and "trace_id=" in text
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in ALERTING.glob("*.yaml")))

@@ -40,6 +40,7 @@ def _sink_env(otlp, tmp_path: Path) -> dict[str, str]:
         "OTEL_PROGRESS_SINK_HEALTH_ENDPOINT": f"127.0.0.1:{p['health']}",
         "OTEL_PROGRESS_SINK_TELEMETRY_PORT": str(p["tel"]),
         "OTEL_PROGRESS_SINK_TRACES_FILE": str(tmp_path / "out" / "traces.jsonl"),
+        "OTEL_PROGRESS_SINK_LOGS_FILE": str(tmp_path / "out" / "logs.jsonl"),
     }
 
 

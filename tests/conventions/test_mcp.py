@@ -55,3 +55,37 @@ def test_mcp_results_reduced_to_their_text() -> None:
     other = json.dumps({"type": "text", "text": "x", "score": 3})  # not a content block: left alone
     assert read_tool_call(record("execute_tool s", {"gen_ai.operation.name": "execute_tool",
                                                     "gen_ai.tool.call.result": other})).result == other
+
+
+# -- the stateless 2026-07-28 revision ----------------------------------------------------
+
+
+def test_2026_07_28_spans_are_read_without_a_session() -> None:
+    from otel_progress.conventions import read_tool
+    from otel_progress.spans import SpanKind, classify
+
+    from .helpers import record
+
+    base = {"mcp.protocol.version": "2026-07-28", "jsonrpc.request.id": "7"}
+    call = record("tools/call get_weather", {**base, "mcp.method.name": "tools/call",
+                                             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                                             "gen_ai.tool.call.arguments": '{"city": "Oslo"}'})
+    assert classify(call) is SpanKind.TOOL and read_tool(call).name == "get_weather"
+    for method in ("server/discover", "subscriptions/listen", "notifications/subscriptions/acknowledged"):
+        assert classify(record(method, {**base, "mcp.method.name": method})) is SpanKind.OTHER
+
+
+def test_an_input_required_round_is_reduced_without_its_request_state() -> None:
+    import json
+
+    from otel_progress.conventions import reduce_result
+
+    asks = {"confirm": {"method": "elicitation/create", "params": {"message": "Delete 3 files?"}}}
+    first = json.dumps({"resultType": "input_required", "inputRequests": asks, "requestState": "opaque-1"})
+    again = json.dumps({"resultType": "input_required", "inputRequests": asks, "requestState": "opaque-2"})
+    assert reduce_result(first) == reduce_result(again) == {"input_required": asks}
+    final = {"resultType": "complete", "content": [{"type": "text", "text": "deleted"}], "isError": False}
+    assert reduce_result(final) == "deleted"
+    assert reduce_result(json.dumps(final)) == "deleted"
+    other = {"resultType": "input_required", "inputRequests": asks, "note": "a tool's own output"}
+    assert reduce_result(other) is other  # an unknown key: not the envelope

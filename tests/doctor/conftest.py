@@ -32,11 +32,13 @@ def doctor(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.
                           stdin=subprocess.DEVNULL, check=False)
 
 
-def _write_dist(root: Path, name: str, module: str, body: str, requires: tuple[str, ...] = ()) -> None:
+def _write_dist(root: Path, name: str, module: str, body: str, requires: tuple[str, ...] = (),
+                depends: tuple[str, ...] = ()) -> None:
     (root / f"{module}.py").write_text(textwrap.dedent(body))
     info = root / f"{name.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     meta = ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0"]
+    meta += [f"Requires-Dist: {d}" for d in depends]
     if requires:
         meta.append("Provides-Extra: instruments")
         meta += [f'Requires-Dist: {r} ; extra == "instruments"' for r in requires]
@@ -63,8 +65,10 @@ class Instrumentor(BaseInstrumentor):
 @pytest.fixture
 def test_dists(tmp_path: Path) -> Callable[..., Path]:
     """Make a directory of test instrumentor distributions: ``kind`` ``raises`` (raises
-    at ``instrument()``, as OpenLLMetry's MCP instrumentor does on mcp 2.x) or
-    ``needs_lib`` (its ``instruments`` requirement names a library that is not installed)."""
+    at ``instrument()``, as OpenLLMetry's MCP instrumentor does on mcp 2.x), ``needs_lib``
+    (its ``instruments`` requirement names a library that is not installed) or
+    ``genai_user`` (it requires ``opentelemetry-util-genai``, as the contrib GenAI
+    instrumentations do)."""
 
     def make(*kinds: str) -> Path:
         root = tmp_path / "dists"
@@ -77,6 +81,9 @@ def test_dists(tmp_path: Path) -> Callable[..., Path]:
                 _write_dist(root, "doctor-test-needs-lib", "doctor_test_needs_lib",
                             _INSTRUMENTOR.format(deps=("doctor-absent-lib >= 1",), body="pass"),
                             requires=("doctor-absent-lib>=1",))
+            elif kind == "genai_user":  # an instrumentation built on opentelemetry-util-genai
+                _write_dist(root, "doctor-test-genai-user", "doctor_test_genai_user",
+                            _INSTRUMENTOR.format(deps=(), body="pass"), depends=("opentelemetry-util-genai>=1.3b0",))
             else:
                 raise ValueError(kind)
         return root

@@ -38,13 +38,32 @@ def test_environment_report_in_this_venv() -> None:
     assert report["findings"] == [] and report["exit_status"] == 0
     assert _instrumentor(report, "progress")["status"] == "loads"
     assert _instrumentor(report, "langchain")["status"] == "loads"  # openinference, langchain-core installed
-    genai = [c for c in report["content"] if c["instrumentation"].startswith("OpenTelemetry GenAI")]
-    assert genai and genai[0]["capture"] == "yes"
+    # opentelemetry-util-genai is installed here (a test dependency), but no instrumentation uses it
+    assert not [c for c in report["content"] if c["instrumentation"].startswith("OpenTelemetry GenAI")]
     assert report["opentelemetry_instrument"] == str(BIN / "opentelemetry-instrument")
 
 
-def test_capture_true_means_no_content_and_the_fix_is_named() -> None:
-    proc = doctor(env=clean_env(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true"))
+def test_util_genai_installed_alone_is_no_content_problem(test_dists: Callable[..., Path]) -> None:
+    # This virtualenv has opentelemetry-util-genai (a test dependency) and no instrumentation
+    # built on it: its content setting concerns no span, so "true" (no content) is no finding.
+    proc = doctor("--format", "json", env=clean_env(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true"))
+    report = _json(proc)
+    assert not [c for c in report["content"] if c["instrumentation"].startswith("OpenTelemetry GenAI")]
+    assert not [f for f in report["findings"] if "CAPTURE_MESSAGE_CONTENT" in f["message"]], report["findings"]
+    # with an instrumentation that requires it, the setting is judged again
+    dists = test_dists("genai_user")
+    proc = doctor("--format", "json", env=clean_env(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
+                                                    PYTHONPATH=str(dists)))
+    genai = [c for c in _json(proc)["content"] if c["instrumentation"].startswith("OpenTelemetry GenAI")]
+    assert genai and genai[0]["capture"] == "no"
+    proc = doctor("--format", "json", env=clean_env(**CONTENT, PYTHONPATH=str(dists)))
+    genai = [c for c in _json(proc)["content"] if c["instrumentation"].startswith("OpenTelemetry GenAI")]
+    assert genai and genai[0]["capture"] == "yes"
+
+
+def test_capture_true_means_no_content_and_the_fix_is_named(test_dists: Callable[..., Path]) -> None:
+    env = clean_env(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true", PYTHONPATH=str(test_dists("genai_user")))
+    proc = doctor(env=env)
     assert proc.returncode == 1
     assert "not a mode" in proc.stdout
     assert "fix: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in proc.stdout

@@ -4,28 +4,20 @@ virtualenv where OpenLLMetry's MCP instrumentor raises at start (on ``mcp`` 2.x)
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests._matrix.rows import load_script
 from tests.frameworks.harness import SETUPS_DIR, BuildError, agent_env, build_venv, discover, in_ci
 
 pytestmark = pytest.mark.timeout(2400)  # may build the virtualenv first
 
 
-def _loop_turns() -> int:
-    """Tool calls the scripted model makes in the loop scenario (``_common/scripted.py``)."""
-    spec = importlib.util.spec_from_file_location("_matrix_scripted", SETUPS_DIR / "_common" / "scripted.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return int(module.LOOP_TURNS)
-
-
-LOOP = _loop_turns()
+#: Tool calls the scripted model makes in the loop scenario (``_common/scripted.py``).
+LOOP = int(load_script().LOOP_TURNS)
 
 
 @pytest.fixture(scope="module")

@@ -76,3 +76,18 @@ def prometheus_binary(promtool: str) -> str:  # noqa: F811 - the fixture above
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
     return found
+
+
+def start_prometheus(procs: Procs, binary: str, workdir: Path, sink_port: int, port: int) -> None:
+    """A real Prometheus on 127.0.0.1:``port`` with the shipped rules
+    (collector-config/alerting/prometheus-rules.yaml), scraping the sink's /metrics on
+    ``sink_port`` as job otel-progress-sink and evaluating every second."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files:\n  - {REPO / 'collector-config' / 'alerting' / 'prometheus-rules.yaml'}\n"
+        "scrape_configs:\n  - job_name: otel-progress-sink\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{sink_port}']\n")
+    procs.start("prometheus", [binary, f"--config.file={workdir / 'prometheus.yml'}",
+                               f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}"])
+

@@ -30,7 +30,7 @@ from otel_progress.otlp_json import ReadProblem, iter_documents, spans_from_requ
 from otel_progress.spans import SpanRecord
 from tests.service.helpers import free_port, http_get, prom_value, wait_until
 
-from .conftest import REPO, Procs
+from .conftest import REPO, Procs, start_prometheus
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -137,6 +137,7 @@ def test_agent_gateway_replicas_sink_prometheus(otelcol_binary: str, prometheus_
         "OTEL_PROGRESS_SINK_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports['sink_http']}",
         "OTEL_PROGRESS_SINK_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['sink_prom']}",
         "OTEL_PROGRESS_SINK_TRACES_FILE": str(sink_file),
+        "OTEL_PROGRESS_SINK_LOGS_FILE": str(tmp_path / "sink" / "logs.jsonl"),  # (serve's detection records)
         "OTEL_PROGRESS_SINK_HEALTH_ENDPOINT": f"127.0.0.1:{ports['sink_health']}",
         "OTEL_PROGRESS_SINK_TELEMETRY_PORT": str(ports["sink_tel"]),
     })
@@ -174,17 +175,7 @@ def test_agent_gateway_replicas_sink_prometheus(otelcol_binary: str, prometheus_
     })
 
     # 4. Prometheus scraping the sink, with the shipped rules
-    prom_dir = tmp_path / "prometheus"
-    prom_dir.mkdir()
-    (prom_dir / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files:\n  - {CONFIG / 'alerting' / 'prometheus-rules.yaml'}\n"
-        "scrape_configs:\n  - job_name: otel-progress-sink\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{ports['sink_prom']}']\n"
-    )
-    procs.start("prometheus", [prometheus_binary, f"--config.file={prom_dir / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={prom_dir / 'data'}",
-                               f"--web.listen-address=127.0.0.1:{ports['prometheus']}"])
+    start_prometheus(procs, prometheus_binary, tmp_path / "prometheus", ports["sink_prom"], ports["prometheus"])
 
     for check, what in ((lambda: _health_ok(ports["sink_health"]), "sink"),
                         (lambda: replica_ready("a") and replica_ready("b"), "replicas"),

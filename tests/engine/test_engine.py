@@ -169,8 +169,10 @@ def test_memory_of_a_run_is_bounded_by_the_window() -> None:
                                 end_ns=i * S + 1, trace_id="t", span_id=f"s{i}"), flush=True)
     state = engine.run_state("t", "")
     assert state is not None
-    repeat_window = state.states[1]
+    names = [s.name for s in engine.pipeline.signals]
+    repeat_window = state.states[names.index("repeat")]
     assert len(repeat_window) == engine.config.window
+    assert len(state.states[names.index("compaction")].epoch) <= 1024
     assert len(state.evidence) <= engine.config.max_evidence
     assert len(state.attempts) <= 8
 

@@ -148,9 +148,10 @@ def test_stella_4034_paging_one_file_wraps_to_the_start() -> None:
     seq = [call("read_file", {"path": "big.log", "offset": 40 * (i % pages), "limit": 40},
                 f"lines {40 * (i % pages)}-{40 * (i % pages) + 39}") for i in range(30)]
     dets = run(seq)
-    # Lap two brings only pages already read: four of them in a row are barren (turn 9),
-    # one turn before the second lap completes the period-5 cycle.
-    assert brief(dets)[:1] == [(9, "barren", 1)]
+    # Lap two brings only pages already read: the third place arrived at again in a row
+    # with nothing new there is a location revisit (turn 8), one turn before four barren
+    # steps and two before the second lap completes the period-5 cycle.
+    assert brief(dets)[:1] == [(8, "state_revisit", 1)]
 
 
 def test_everruns_2295_alternating_offset_cycle() -> None:

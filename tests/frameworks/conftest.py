@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from . import venvs
-from .harness import Builder, BuildError, Setup, in_ci
+from tests._matrix.testing import built_or_fail
+
+from .harness import Builder, Setup
+from .venvs import CACHE_DIR, PROGRESS
 
 
 def _needed(session: pytest.Session) -> list[Path]:
@@ -26,13 +28,14 @@ def _needed(session: pytest.Session) -> list[Path]:
 
 def _report_progress(config: pytest.Config) -> None:
     """Write the builds' progress lines to the terminal, past pytest's capture."""
-    if venvs.PROGRESS is None or venvs.PROGRESS.empty():
+    lines_queue = PROGRESS.queue
+    if lines_queue is None or lines_queue.empty():
         return
     capman = config.pluginmanager.getplugin("capturemanager")
     reporter = config.pluginmanager.getplugin("terminalreporter")
     lines = []
-    while not venvs.PROGRESS.empty():
-        lines.append(venvs.PROGRESS.get_nowait())
+    while not lines_queue.empty():
+        lines.append(lines_queue.get_nowait())
     if reporter is None or capman is None:
         return
     with capman.global_and_fixture_disabled():
@@ -41,28 +44,28 @@ def _report_progress(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def venv_builder(request: pytest.FixtureRequest) -> Iterator[Builder]:
-    venvs.PROGRESS = queue.SimpleQueue()
+    PROGRESS.queue = queue.SimpleQueue()
     builder = Builder()
     needed = _needed(request.session)
     builder.submit(needed)
-    venvs.PROGRESS.put(f"[frameworks] {len(needed)} virtualenvs for the selected set-ups, "
-                         f"missing ones built in the background under {venvs.CACHE_DIR}")
+    PROGRESS.say(f"{len(needed)} virtualenvs for the selected set-ups, missing ones built in the background "
+                 f"under {CACHE_DIR}")
     yield builder
     builder.shutdown()
     _report_progress(request.config)
-    venvs.PROGRESS = None
+    PROGRESS.queue = None
 
 
 @pytest.fixture
 def venv(venv_builder: Builder, setup: Setup, request: pytest.FixtureRequest) -> Iterator[Path]:
     """The set-up's virtualenv. A build that fails fails the test; locally, one that failed
     because the package index was unreachable skips it (never under CI=true)."""
-    try:
-        path = venv_builder.get(setup.requirements_path, lambda: _report_progress(request.config))
-    except BuildError as exc:
-        if exc.network and not in_ci():
-            pytest.skip(f"{setup.id}: package index unreachable, cannot build its virtualenv: {exc}")
-        pytest.fail(str(exc), pytrace=False)
-    finally:
+    def report() -> None:
         _report_progress(request.config)
+
+    try:
+        path = built_or_fail(lambda: venv_builder.get(setup.requirements_path, report),
+                             f"{setup.id}: package index unreachable, cannot build its virtualenv")
+    finally:
+        report()
     yield path

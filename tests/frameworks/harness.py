@@ -21,7 +21,9 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+
+from tests._matrix.builds import in_ci
+from tests._matrix.cli import harness_main
 
 from .rows import (
     ROOT,
@@ -37,7 +39,7 @@ from .rows import (
     works_with_table,
 )
 from .runs import BASE_ENV, DETECTION_EVENTS, Run, agent_env, detection_events, is_tool_span, run_agent
-from .venvs import CACHE_DIR, Builder, BuildError, build_venv, in_ci, prebuild, source_path, venv_path
+from .venvs import CACHE_DIR, Builder, BuildError, build_venv, prebuild, source_path, venv_path
 
 __all__ = [
     "BASE_ENV", "CACHE_DIR", "DETECTION_EVENTS", "ROOT", "RUN_TIMEOUT_S", "SCENARIOS", "SETUPS_DIR",
@@ -47,34 +49,9 @@ __all__ = [
 ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.frameworks.harness", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("framework", help="a directory under setups/; 'works-with' prints the README table; "
-                                          "'prebuild [JOBS]' builds every set-up's virtualenv")
-    parser.add_argument("setup", nargs="?", help="set-up name (default: list them)")
-    parser.add_argument("scenario", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
-    parser.add_argument("--dump", type=Path, help="write each run's stdout/stderr into this directory")
-    parser.add_argument("--attrs", action="store_true", help="also print every attribute of the tool spans")
-    args = parser.parse_args(argv)
-    if args.framework == "works-with":
-        print(works_with_table(discover()))
-        return 0
-    if args.framework == "prebuild":
-        return prebuild(int(args.setup or os.environ.get("OTEL_PROGRESS_MATRIX_BUILD_JOBS", "2")))
-    setups = [s for s in discover() if s.framework == args.framework]
-    if not args.setup:
-        for s in setups:
-            print(s.name, "-", s.instrumentation, "" if s.works else f"(cannot: {s.reason})")
-        return 0
-    (setup,) = [s for s in setups if s.name == args.setup] or [None]
-    if setup is None:
-        parser.error(f"no set-up {args.setup!r} in {args.framework}")
-    bad = [s for s in args.scenario if s not in SCENARIOS]
-    if bad:
-        parser.error(f"unknown scenario {bad[0]!r}; choose from {', '.join(SCENARIOS)}")
+def _run(setup: Setup, scenarios: Sequence[str], args: argparse.Namespace) -> None:
     venv = build_venv(setup.requirements_path)
-    for scenario in args.scenario or SCENARIOS:
+    for scenario in scenarios:
         run = run_agent(setup, scenario, venv, args.dump)
         print(run.summary())
         if args.attrs:
@@ -83,7 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   "events": s.get("events")}, indent=1)[:6000])
         if run.returncode != 0:
             print(run.stderr[-3000:])
-    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return harness_main(
+        argv, prog="python -m tests.frameworks.harness", doc=__doc__,
+        prebuild_help="'prebuild [JOBS]' builds every set-up's virtualenv",
+        dump_help="write each run's stdout/stderr into this directory",
+        discover=discover, table=works_with_table, run=_run,
+        prebuild=lambda jobs: prebuild(int(jobs or os.environ.get("OTEL_PROGRESS_MATRIX_BUILD_JOBS", "2"))))
 
 
 if __name__ == "__main__":

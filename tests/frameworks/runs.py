@@ -5,34 +5,27 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests._matrix.runs import DETECTION_EVENTS, OFFLINE_ENV, dump_output, environ_without, run_captured
 from tests.otel_console import console_spans
 
 from .rows import Setup
 from .venvs import source_path
 
-DETECTION_EVENTS = ("no_progress", "livelock")
+__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_tool_span", "run_agent"]
 
-#: Environment of every agent run (a set-up's ``env`` is applied on top). The proxy
-#: variables point every HTTP client that honours them at a closed local port, so an agent
-#: that tried to reach a real model service would fail at once instead of leaving the machine.
+#: Environment of every agent run (a set-up's ``env`` is applied on top): console export,
+#: and no way off the machine (:data:`tests._matrix.runs.OFFLINE_ENV`).
 BASE_ENV = {
     "OTEL_TRACES_EXPORTER": "console",
     "OTEL_METRICS_EXPORTER": "none",
     "OTEL_LOGS_EXPORTER": "none",
     "OTEL_BSP_SCHEDULE_DELAY": "200",
-    "HTTP_PROXY": "http://127.0.0.1:9",
-    "HTTPS_PROXY": "http://127.0.0.1:9",
-    "http_proxy": "http://127.0.0.1:9",
-    "https_proxy": "http://127.0.0.1:9",
-    "NO_PROXY": "127.0.0.1,localhost",
-    "no_proxy": "127.0.0.1,localhost",
-    "DO_NOT_TRACK": "1",
+    **OFFLINE_ENV,
     "ANONYMIZED_TELEMETRY": "false",
     "TRACELOOP_TELEMETRY": "false",
     "CREWAI_DISABLE_TELEMETRY": "true",
@@ -103,8 +96,7 @@ def detection_events(span: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def agent_env(setup: Setup, environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in (os.environ if environ is None else environ).items()
-           if not k.startswith(_DROPPED_ENV_PREFIXES)}
+    env = environ_without(_DROPPED_ENV_PREFIXES, environ)
     env.update(BASE_ENV)
     env["OTEL_SERVICE_NAME"] = f"matrix-{setup.framework}-{setup.name}"
     env.update(setup.env)
@@ -117,19 +109,7 @@ def run_agent(setup: Setup, scenario: str, venv: Path, dump: Path | None = None)
     cmd = [str(venv / "bin" / "opentelemetry-instrument"), str(venv / "bin" / "python"), "agent.py", scenario,
            *setup.args]
     start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=setup.directory, env=agent_env(setup), capture_output=True, text=True,
-                              timeout=setup.timeout, check=False, stdin=subprocess.DEVNULL)
-        code, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code = -1
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
-        err += f"\n[harness] timed out after {setup.timeout} s"
+    code, out, err = run_captured(cmd, cwd=setup.directory, env=agent_env(setup), timeout=setup.timeout)
     run = Run(setup, scenario, code, out, err, console_spans(out), time.monotonic() - start)
-    if dump is not None:
-        dump.mkdir(parents=True, exist_ok=True)
-        base = dump / f"{setup.framework}-{setup.name}-{scenario}"
-        base.with_suffix(".out").write_text(out)
-        base.with_suffix(".err").write_text(err)
+    dump_output(dump, setup, scenario, out, err)
     return run

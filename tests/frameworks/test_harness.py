@@ -21,39 +21,22 @@ def _framework(root: Path, toml: str, name: str = "demo", requirements: str = "p
     return d
 
 
-def test_setups_are_read_with_defaults_and_xfail_tables(tmp_path: Path) -> None:
-    _framework(tmp_path, """
-        title = "Demo"
+def test_the_python_keys_of_a_setup(tmp_path: Path) -> None:
+    # the rest of the setups.toml format is both matrices': tests/_matrix/test_rows.py
+    d = _framework(tmp_path, """
         [[setup]]
         name = "a"
         instrumentation = "A"
-        env = { X = 1 }
-        args = ["--flag"]
-        xfail = { loop = "defect 1" }
-        [[setup]]
-        name = "b"
-        instrumentation = "B"
-        status = "cannot"
-        reason = "no content"
+        requirements = "requirements-b.txt"
+        tool_span_names = "^step$"
+        warning = "no content"
     """)
-    a, b = discover(tmp_path)
-    assert (a.id, a.title, a.env, a.args, a.works, a.xfail) == ("demo/a", "Demo", {"X": "1"}, ("--flag",), True,
-                                                               {"loop": "defect 1"})
-    assert (b.works, b.reason, b.min_tool_spans) == (False, "no content", 3)
-
-
-@pytest.mark.parametrize(("toml", "message"), [
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\ncolour = "red"\n', "unknown keys"),
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "cannot"\n', "needs a reason"),
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "maybe"\n', "status must be"),
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nrequirements = "nope.txt"\n', "no requirements file"),
-    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nxfail = { later = "x" }\n', "xfail"),
-    ('[[setup]]\ninstrumentation = "A"\n', "'name'"),
-    ('title = "T"\n', r"no \[\[setup\]\]"),
-])
-def test_malformed_setups_are_rejected_with_the_reason(tmp_path: Path, toml: str, message: str) -> None:
-    _framework(tmp_path, toml)
-    with pytest.raises(SetupError, match=message):
+    (d / "requirements-b.txt").write_text("pkg==2.0\n")
+    (a,) = discover(tmp_path)
+    assert (a.requirements_path, a.tool_span_names, a.warning, a.timeout) == (d / "requirements-b.txt", "^step$",
+                                                                             "no content", 240.0)
+    (d / "requirements-b.txt").unlink()
+    with pytest.raises(SetupError, match=r"no requirements file requirements-b\.txt"):
         discover(tmp_path)
 
 

@@ -18,20 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, SCENARIOS, Run, Setup, agent_env, discover, run_agent
+from tests._matrix.testing import setup_params
+
+from .harness import ROOT, Run, Setup, agent_env, discover, run_agent
 
 SETUPS = discover()
-
-
-def _params() -> list[object]:
-    out = []
-    for setup in SETUPS:
-        for scenario in SCENARIOS:
-            marks = []
-            if setup.works and scenario in setup.xfail:
-                marks.append(pytest.mark.xfail(reason=setup.xfail[scenario], strict=True))
-            out.append(pytest.param(setup, scenario, id=f"{setup.id}/{scenario}", marks=marks))
-    return out
 
 
 def _explain(run: Run) -> str:
@@ -39,7 +30,7 @@ def _explain(run: Run) -> str:
 
 
 @pytest.mark.timeout(3600)  # the first test may wait for its virtualenv to be built
-@pytest.mark.parametrize(("setup", "scenario"), _params())
+@pytest.mark.parametrize(("setup", "scenario"), setup_params(SETUPS))
 def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
     run = run_agent(setup, scenario, venv)
     assert run.returncode == 0, f"agent.py exited {run.returncode}" + _explain(run)

@@ -1,17 +1,13 @@
 """One cached virtualenv per requirements file of the matrix: where it lives, how it is
-built (and by whom, when several processes want it), and the directory that makes the
-agents import this checkout's otel-progress."""
+built (and by whom, when several processes want it: :mod:`tests._matrix.builds`), and the
+directory that makes the agents import this checkout's otel-progress."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import queue
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,17 +17,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
+from tests._matrix import builds
+from tests._matrix.runs import environ_without
+
 from .rows import ROOT, discover
 
-CACHE_DIR = Path(os.environ.get("OTEL_PROGRESS_MATRIX_CACHE", "~/.cache/otel-progress/frameworks")).expanduser()
+__all__ = ["BUILD_TIMEOUT_S", "CACHE_DIR", "PROGRESS", "BuildError", "Builder", "build_venv", "prebuild",
+           "source_path", "venv_path"]
+
+CACHE_DIR = builds.cache_root("OTEL_PROGRESS_MATRIX_CACHE", "~/.cache/otel-progress/frameworks")
 BUILD_TIMEOUT_S = 20 * 60
 #: pip output that means the package index could not be reached (not a bad pin).
 _NETWORK_ERRORS = re.compile(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|"
                              r"Network is unreachable|Connection refused|ConnectTimeout|ReadTimeout")
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
+#: Progress lines of the builds (``PROGRESS.queue``: see :class:`tests._matrix.builds.Progress`).
+PROGRESS = builds.Progress("frameworks")
 
 
 def _project_metadata() -> str:
@@ -49,12 +49,9 @@ def venv_path(requirements: Path) -> Path:
     the file, keyed by the file's text, the Python version and the repo's packaging
     metadata (:func:`_project_metadata`). Not by the checkout: the code that runs is the checkout's
     (:func:`source_path`), so a fresh clone elsewhere reuses the same virtualenvs."""
-    key = hashlib.sha256()
-    for part in (requirements.read_text(), sys.version, _project_metadata()):
-        key.update(part.encode())
-        key.update(b"\0")
+    key = builds.cache_key((requirements.read_text(), sys.version, _project_metadata()))
     stem = requirements.stem.removeprefix("requirements").strip("-_") or "default"
-    return CACHE_DIR / f"{requirements.parent.name}-{stem}-{key.hexdigest()[:12]}"
+    return CACHE_DIR / f"{requirements.parent.name}-{stem}-{key}"
 
 
 def source_path() -> Path:
@@ -62,8 +59,7 @@ def source_path() -> Path:
     first on the agents' ``PYTHONPATH``: the virtualenvs carry an installed copy of
     otel-progress (its dependencies and its ``opentelemetry_instrumentor`` entry point),
     and the checkout's code is what is imported."""
-    digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
-    src = CACHE_DIR / "src" / digest
+    src = CACHE_DIR / "src" / builds.checkout_digest(ROOT)
     link = src / "otel_progress"
     if not link.is_symlink() or link.resolve() != (ROOT / "otel_progress").resolve():
         src.mkdir(parents=True, exist_ok=True)
@@ -85,78 +81,30 @@ def _snapshot_project(into: Path) -> Path:
     return dest
 
 
-class BuildError(RuntimeError):
+class BuildError(builds.BuildFailed):
     """pip could not build a virtualenv; ``network`` when the index was unreachable."""
-
-    def __init__(self, message: str, network: bool) -> None:
-        super().__init__(message)
-        self.network = network
-
-
-#: Progress lines of the builds; under pytest the fixture drains them to the terminal (a
-#: background thread cannot write past pytest's capture), elsewhere they go to stderr.
-PROGRESS: queue.SimpleQueue[str] | None = None
-
-
-def _say(message: str) -> None:
-    line = f"[frameworks] {message}"
-    if PROGRESS is not None:
-        PROGRESS.put(line)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _run_build(venv: Path, requirements: Path, project: Path, log: Path, label: str, start: float) -> None:
-    steps = [
-        [sys.executable, "-m", "venv", str(venv)],
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-         "-r", str(requirements), str(project)],
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PIP_REQUIRE"))}
-    with log.open("w") as out:
-        for cmd in steps:
-            out.write(f"$ {' '.join(cmd)}\n")
-            out.flush()
-            remaining = BUILD_TIMEOUT_S - (time.monotonic() - start)
-            try:
-                proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                      timeout=max(remaining, 1), check=False, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                shutil.rmtree(venv, ignore_errors=True)
-                raise BuildError(f"building {venv.name} timed out after {BUILD_TIMEOUT_S} s; see {log}",
-                                 network=False) from None
-            if proc.returncode != 0:
-                shutil.rmtree(venv, ignore_errors=True)
-                text = log.read_text()
-                raise BuildError(f"building {venv.name} for {label} failed:\n{text[-3000:]}",
-                                 network=bool(_NETWORK_ERRORS.search(text)))
 
 
 def build_venv(requirements: Path) -> Path:
     """The virtualenv for ``requirements``: reused when complete, else built (one builder at
     a time per venv, across processes). Raises :class:`BuildError`."""
     venv = venv_path(requirements)
-    done = venv / ".complete"
-    if done.exists():
-        return venv
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    log = venv.with_suffix(".log")
-    with open(venv.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():
-            return venv
-        shutil.rmtree(venv, ignore_errors=True)
-        label = f"{requirements.parent.name}/{requirements.name}"
-        _say(f"building {venv.name} for {label} (log: {log})")
-        start = time.monotonic()
+    label = f"{requirements.parent.name}/{requirements.name}"
+
+    def build(log: Path) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="otel-progress-build-"))
         try:
-            _run_build(venv, requirements, _snapshot_project(workdir), log, label, start)
+            project = _snapshot_project(workdir)
+            steps = [[sys.executable, "-m", "venv", str(venv)],
+                     [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                      "-r", str(requirements), str(project)]]
+            builds.run_steps(steps, log, what=f"building {venv.name} for {label}", timeout=BUILD_TIMEOUT_S,
+                             network=_NETWORK_ERRORS, error=BuildError,
+                             env=environ_without(("VIRTUAL_ENV", "PYTHONPATH", "PIP_REQUIRE")))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        done.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
-        _say(f"built {venv.name} in {time.monotonic() - start:.0f} s")
-    return venv
+
+    return builds.build_once(venv, label, build, PROGRESS)
 
 
 class Builder:
@@ -200,14 +148,7 @@ def prebuild(jobs: int = 2) -> int:
     requirements = list(dict.fromkeys(s.requirements_path for s in discover()))
     builder = Builder(jobs)
     builder.submit(requirements)
-    start = time.monotonic()
-    failed = 0
-    for req in requirements:
-        try:
-            builder.get(req)
-        except BuildError as exc:
-            failed += 1
-            _say(str(exc).splitlines()[0])
-    builder.shutdown()
-    _say(f"prebuild: {len(requirements)} virtualenvs, {failed} failed, {time.monotonic() - start:.0f} s")
-    return 1 if failed else 0
+    try:
+        return builds.prebuild_all(requirements, builder.get, PROGRESS, "virtualenvs")
+    finally:
+        builder.shutdown()

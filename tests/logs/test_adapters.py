@@ -86,3 +86,58 @@ def test_protobuf_name_filter_keeps_indices() -> None:
         known = list(records_from_proto(message, names=event_names()))
         assert known == [item for item in every if item[3].event_name in event_names()]
         assert len(known) < len(every)  # the prompt and response records are not decoded
+
+
+def _every_golden_document() -> list[dict]:
+    from .conftest import GOLDEN
+
+    return [d for path in sorted(GOLDEN.glob("*.jsonl")) if not path.name.endswith(".traces.jsonl")
+            for d in documents(path) if "resourceLogs" in d]
+
+
+def test_records_no_reader_reads_are_read_lean_with_the_same_outcome() -> None:
+    """With ``names``, a record no reader reads is given without its attributes and body;
+    every reader reads the same observations from the lean views as from the full ones,
+    and the records it reads are given whole. Odd records too: a known name only in the
+    ``event.name`` attribute (beside another OTLP event name), in a body that is a bare
+    string or an undecodable ``bytesValue``, or in a ``stringValue`` that is not a string."""
+    from otel_progress.logs import event_names, read_log
+
+    names = event_names()
+    odd = _doc({"eventName": "foo", "body": {"bytesValue": "claude_code.tool_result"},
+                "attributes": [{"key": "event.name", "value": {"stringValue": "x"}},
+                               {"key": "event.name", "value": {"stringValue": "codex.tool_result"}}]})
+    odd["resourceLogs"][0]["scopeLogs"][0]["logRecords"] += [
+        {"body": "gemini_cli.tool_call"}, {"body": {"bytesValue": "claude_code.tool_result"}},
+        {"body": {"stringValue": 12.5}}, {"body": {"kvlistValue": {"values": []}}, "eventName": "a b"},
+        {"body": {"arrayValue": {}, "stringValue": "tool_result"}}]
+    lean_views = 0
+    for doc in [*_every_golden_document(), odd]:
+        full = list(records_from_request(doc))
+        lean = list(records_from_request(doc, names=names))
+        assert len(full) == len(lean)
+        for f, g in zip(full, lean, strict=True):
+            assert read_log(f) == read_log(g)
+            if g != f:
+                lean_views += 1
+                assert f.event_name not in names and g.event_name == f.event_name
+                assert (g.attributes, g.body) == ({}, None) and g.index == f.index and g.time_ns == f.time_ns
+    assert lean_views > 100  # the captures' prompts, API requests and other events
+
+
+def test_a_slim_request_gives_the_views_of_the_decoded_message() -> None:
+    """``records_from_slim`` (the service: records decoded one by one, only those whose
+    bytes hold a known name) yields what ``records_from_proto`` yields for the decoded
+    message, with and without the name filter, on every golden capture; an odd record too
+    (a known name only in an ``event.name`` attribute, after an OTLP name of 200 characters)."""
+    from otel_progress.logs import event_names
+    from otel_progress.logs.adapters_proto import records_from_slim
+    from otel_progress.service.otlp import SlimLogsRequest
+
+    odd = _doc({"eventName": "x" * 200, "body": {"stringValue": "y"},
+                "attributes": [{"key": "event.name", "value": {"stringValue": "codex.tool_result"}}]})
+    for doc in [*_every_golden_document(), odd]:
+        message = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        slim = SlimLogsRequest.FromString(message.SerializeToString())
+        for names in (None, event_names()):
+            assert list(records_from_slim(slim, names=names)) == list(records_from_proto(message, names=names))

@@ -44,7 +44,7 @@ def test_demo_prints_detections_and_writes_otlp_json(tmp_path: Path) -> None:
         assert ("DETECTED" in verdict) == looping, (agent, verdict)
     assert "nudge:" in text and "handoff note" in text
     assert "livelock reason=signature_repeat" in text and "scope=run" in text
-    assert "healthy runs left alone: 2 of 2" in text
+    assert "healthy agents left alone: 2 of 2" in text
     assert "progress.detections{" in text
     assert "unexpected outcome" not in text
 
@@ -61,6 +61,42 @@ def test_demo_prints_detections_and_writes_otlp_json(tmp_path: Path) -> None:
     for det in found:  # each detection's span carries its event in the exported file
         span = next(s for s in spans if s.span_id == det["span_id"])
         assert (det["event"], det["turn"]) in [(n, a.get("progress.turn")) for n, a in span.events]
+
+
+def test_demo_agrees_with_its_scan_and_leaves_the_current_directory_alone(tmp_path: Path) -> None:
+    """Issue 19: the demo counted 6 runs where its reproducing scan said 10 runs in 6 traces,
+    showed tool=unknown for a run-scope detection, WASTED TURNS 0 for a run detected at turn
+    3 of 4 and `[seed 000]` labels, and wrote its files into the current directory."""
+    cwd = tmp_path / "checkout"
+    cwd.mkdir()
+    cache = tmp_path / "cache"
+    proc = run_script([*_cli(), "demo"], cwd=cwd, env={"OTEL_PROGRESS_CACHE": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert list(cwd.iterdir()) == []  # nothing lands in the checkout
+    out_file = cache / "demo" / "otel-progress-demo.jsonl"
+    assert out_file.exists() and (cache / "demo" / "otel-progress-demo.config.json").exists()
+    assert f"spans written to {out_file}" in text
+    assert "[seed" not in text and "seed 0" not in text
+    assert "tool=unknown" not in text
+    assert "progress.detections{reason=signature_repeat,level=1,agent=planner-2} 1" in text
+    assert "progress.wasted.turns{agent=planner-2} 1" in text
+    assert "(5 runs: planner-2, and extractor-2 invoked 4 times)" in text
+    runs, traces = re.search(r"detections in \d+ of (\d+) traces \((\d+) runs", text).groups()[::-1]
+
+    command = text.split("this reproduces the detections above:\n", 1)[1].splitlines()[0].strip()
+    assert command.startswith("otel-progress scan ")
+    scan = run_script([*_cli(), *command.split()[1:]], cwd=cwd)
+    assert scan.returncode == 1, scan.stderr
+    summary = re.search(r"Runs: (\d+) \((\d+) with detections\) in (\d+) traces", scan.stdout)
+    assert summary is not None and (summary.group(1), summary.group(3)) == (runs, traces) == ("10", "6")
+    rows = [line.split() for line in scan.stdout.split("\nRuns:")[1].splitlines()[2:]]
+    extractor = [row for row in rows if row[2] == "extractor-2"]
+    assert len(extractor) == 4 and len({row[1] for row in extractor}) == 4  # four runs, told apart by RUN
+    planner = next(row for row in rows if row[2] == "planner-2")
+    turns, first, wasted = int(planner[3]), int(planner[6]), int(planner[7])
+    assert (turns, first, wasted) == (4, 3, 1)  # detected at turn 3 of 4: one turn wasted
+    assert list(cwd.iterdir()) == []
 
 
 @pytest.mark.parametrize("script,expect", [

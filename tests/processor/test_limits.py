@@ -139,10 +139,14 @@ def test_one_warning_when_tool_spans_keep_arriving_without_content(
     caplog.set_level(logging.WARNING, logger="otel_progress")
     r = make_rig(analysis=analysis, on_detection=None if analysis == "background" else (lambda d: None))
     _tool_loop(r, 9, False, GENAI)
-    assert not [x for x in caplog.records if "no arguments or results" in x.getMessage()]
+    # fewer than 10: not the process-wide warning, but the run is said to be unchecked, once
+    assert not [x for x in caplog.records if "the first" in x.getMessage()]
+    per_run = [x.getMessage() for x in caplog.records if "tool span(s) of run" in x.getMessage()]
+    assert len(per_run) == 1 and "the 9 tool span(s)" in per_run[0] and "SPAN_ONLY" in per_run[0]
     _tool_loop(r, 30, False, GENAI)
-    warnings = [x for x in caplog.records if "no arguments or results" in x.getMessage()]
+    warnings = [x for x in caplog.records if "the first" in x.getMessage()]
     assert len(warnings) == 1
+    assert len([x for x in caplog.records if "tool span(s) of run" in x.getMessage()]) == 1  # (said once)
     message = warnings[0].getMessage()
     assert warnings[0].name.startswith("otel_progress") and warnings[0].levelno == logging.WARNING
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in message and "SPAN_ONLY" in message
@@ -158,10 +162,32 @@ def test_the_warning_names_the_instrumentation_that_made_the_spans(caplog: pytes
     r.provider.shutdown()
 
 
+def test_a_run_without_any_tool_span_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    # smolagents' own instrumentation, CrewAI through OpenLLMetry: GenAI spans, no tool span read
+    caplog.set_level(logging.WARNING, logger="otel_progress")
+    r = make_rig(analysis="inline")
+    tracer = r.provider.get_tracer("smolagents")
+    for _ in range(2):
+        with tracer.start_as_current_span("CodeAgent.run", attributes={"openinference.span.kind": "AGENT"}):
+            for _ in range(3):
+                with tracer.start_as_current_span("Step", attributes={"openinference.span.kind": "CHAIN"}), \
+                        tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat",
+                                                                         "gen_ai.usage.input_tokens": 5}):
+                    pass
+    r.processor.force_flush()
+    said = [x.getMessage() for x in caplog.records if "but no tool span" in x.getMessage()]
+    assert len(said) == 1 and "smolagents" in said[0]  # the second run within the minute: counted
+    assert r.processor._content.runs_unchecked == 2
+    with tracer.start_as_current_span("plain root"):  # a run with no GenAI span at all: nothing to say
+        pass
+    assert r.processor._content.runs_unchecked == 2
+    r.provider.shutdown()
+
+
 def test_no_warning_once_tool_spans_carry_content(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="otel_progress")
     r = make_rig(analysis="inline")
     _tool_loop(r, 3, True, GENAI)
     _tool_loop(r, 40, False, GENAI)  # (content capture turned off later: not this warning's case)
-    assert not [x for x in caplog.records if "no arguments or results" in x.getMessage()]
+    assert not [x for x in caplog.records if "the first" in x.getMessage()]
     r.provider.shutdown()

@@ -301,3 +301,36 @@ def test_input_with_no_usable_span_is_an_error(tmp_path: Path) -> None:
     status, _, err = _run(str(path))
     assert status == 2 and "span without traceId/spanId skipped" in err
     assert "none of the 9 span(s) read could be analysed" in err
+
+
+def test_spans_no_convention_reads_are_read_lean_with_the_same_analysis() -> None:
+    """``spans_from_request(lean=True)`` leaves out the attributes and events of spans
+    without a marker key or name prefix; the analysis of every example, corpus-like and
+    golden trace is the same."""
+    from tests.logs.conftest import GOLDEN
+
+    paths = [EXAMPLE, *sorted(GOLDEN.glob("*.traces.jsonl"))]
+    lean_spans = 0
+    for path in paths:
+        stream, _ = open_input(str(path))
+        with stream:
+            docs = [item[1] for item in iter_documents(stream, str(path)) if not hasattr(item, "message")]
+        for doc in docs:
+            full = list(spans_from_request(doc))
+            lean = list(spans_from_request(doc, lean=True))
+            def heads(spans: list[Any]) -> list[tuple[Any, ...]]:
+                return [(s.trace_id, s.span_id, s.parent_id, s.name, s.start_ns, s.end_ns) for s in spans]
+
+            assert heads(full) == heads(lean)
+            lean_spans += sum(1 for f, g in zip(full, lean, strict=True) if f != g)
+            by_trace: dict[str, tuple[list[Any], list[Any]]] = {}
+            for f, g in zip(full, lean, strict=True):
+                pair = by_trace.setdefault(f.trace_id, ([], []))
+                pair[0].append(f)
+                pair[1].append(g)
+            for f_spans, g_spans in by_trace.values():
+                a = analyse_trace(f_spans, ProgressEngine(Config()))
+                b = analyse_trace(g_spans, ProgressEngine(Config()))
+                assert (a.detections, a.runs, a.tool_calls, a.skipped) == (b.detections, b.runs, b.tool_calls,
+                                                                           b.skipped)
+    assert lean_spans > 0

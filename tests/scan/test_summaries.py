@@ -54,7 +54,7 @@ def _table_detections(text: str) -> Counter[tuple[str, int, str, int]]:
 def _table_runs(text: str) -> tuple[str, Counter[tuple[str, str, int]]]:
     summary = text.split("\n\nRuns:")[1]
     header, rows = summary.splitlines()[0], summary.splitlines()[2:]
-    return header, Counter((r.split()[0], r.split()[1], int(r.split()[4])) for r in rows)
+    return header, Counter((r.split()[0], r.split()[2], int(r.split()[5])) for r in rows)  # TRACE RUN AGENT ...
 
 
 def test_the_demo_prints_a_command_that_reproduces_it(demo: tuple[Path, str]) -> None:

@@ -190,6 +190,8 @@ class Downstream:
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: Any = None
     max_receive_bytes: int = 128 * 1024 * 1024  # grpc's receive limit (a Collector's is 4 MiB)
+    accept_logs: bool = True  # serve LogsService/Export too (False: answer it UNIMPLEMENTED, as a Collector
+    # without a logs pipeline does)
 
     def start(self, port: int = 0) -> Downstream:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
@@ -227,8 +229,15 @@ class Downstream:
             {"Export": grpc.unary_unary_rpc_method_handler(
                 self._metrics, request_deserializer=None, response_serializer=lambda b: b"")},
         )
+        logs_handler = grpc.method_handlers_generic_handler(
+            "opentelemetry.proto.collector.logs.v1.LogsService",
+            {"Export": grpc.unary_unary_rpc_method_handler(
+                self._logs, request_deserializer=None, response_serializer=lambda b: b"")},
+        )
         self.metrics_received: list[bytes] = []
-        self.server.add_generic_rpc_handlers((handler, metrics_handler))
+        self.logs_received: list[bytes] = []
+        handlers = (handler, metrics_handler) + ((logs_handler,) if self.accept_logs else ())
+        self.server.add_generic_rpc_handlers(handlers)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         assert self.port
         self.server.start()
@@ -238,6 +247,20 @@ class Downstream:
         with self.lock:
             self.metrics_received.append(bytes(raw))
         return b""
+
+    def _logs(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        with self.lock:
+            self.logs_received.append(bytes(raw))
+        return b""
+
+    def log_records(self) -> list[Any]:
+        """The log records received (LogsService/Export), in order."""
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+        with self.lock:
+            raws = list(self.logs_received)
+        return [r for raw in raws for rl in ExportLogsServiceRequest.FromString(raw).resource_logs
+                for sl in rl.scope_logs for r in sl.log_records]
 
     @property
     def endpoint(self) -> str:

@@ -3,12 +3,12 @@
 #   export HONEYCOMB_API_KEY=<configuration key with "Manage Queries and Columns" + "Manage Triggers">
 #   terraform init && terraform apply -var dataset=<dataset slug> -var alert_email=<you@example.com>
 #
-# The sink (sink.yaml + sink-backends.yaml) sends traces to Honeycomb with the
+# The sink (sink.yaml + sink-backends.yaml) sends traces and detection log records to Honeycomb with the
 # ingest key in HONEYCOMB_API_KEY; the dataset is the service.name of the agents
 # (Honeycomb environments put each service in its own dataset).  Use
 # dataset = "__all__" for an environment-wide trigger.
 #
-# The same three triggers as plain API bodies: trigger-*.json in this folder.
+# The same four triggers as plain API bodies: trigger-*.json in this folder.
 
 terraform {
   required_providers {
@@ -138,6 +138,41 @@ resource "honeycombio_trigger" "no_progress_events" {
   description = "no_progress span events by service and reason (copy with name = livelock for livelocks)."
   dataset     = var.dataset
   query_json  = data.honeycombio_query_specification.no_progress_events.json
+  frequency   = 300
+  alert_type  = "on_change"
+
+  threshold {
+    op    = ">"
+    value = 0
+  }
+
+  recipient {
+    type   = "email"
+    target = var.alert_email
+  }
+}
+
+# --- the detections as log records (gen_ai.evaluation.result, one row per detection)
+data "honeycombio_query_specification" "evaluation_results" {
+  calculation {
+    op = "COUNT"
+  }
+
+  filter {
+    column = "gen_ai.evaluation.name"
+    op     = "starts-with"
+    value  = "progress."
+  }
+
+  breakdowns = ["service.name", "progress.reason", "progress.level"]
+  time_range = 600
+}
+
+resource "honeycombio_trigger" "evaluation_results" {
+  name        = "otel-progress: detections (gen_ai.evaluation.result log records)"
+  description = "The detection log records otel-progress writes in the span's context, by service, reason and level."
+  dataset     = var.dataset
+  query_json  = data.honeycombio_query_specification.evaluation_results.json
   frequency   = 300
   alert_type  = "on_change"
 

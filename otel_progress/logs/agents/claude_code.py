@@ -10,7 +10,13 @@ Read from what the real CLI emits (``@anthropic-ai/claude-code`` 2.1.332, captur
   ``tool_result_size_bytes``; with ``OTEL_LOG_TOOL_DETAILS=1`` also ``tool_input`` (the
   arguments as JSON, each long string value cut to a prefix followed by ``…[N chars]``),
   ``tool_parameters`` (for Bash the whole ``full_command``) and ``error`` (the message).
-* ``claude_code.api_request``: ``input_tokens``, ``output_tokens`` (tokens burned).
+* ``claude_code.api_request``: ``input_tokens``, ``output_tokens`` (tokens burned). The
+  compaction's own summarising request has ``query_source = compact``: its tokens are
+  burned too (overhead), and it is never a step.
+* ``claude_code.compaction`` (2.1.197 and 2.1.332 both send it): ``trigger`` (``auto`` /
+  ``manual``), ``success`` (``"true"``/``"false"``), ``duration_ms``, ``pre_tokens``,
+  ``post_tokens`` (strings), ``error`` on failure: a compaction boundary of the run (a
+  failed one is not: the context stayed as it was).
 * ``claude_code.tool_decision``: the permission decision (nothing for the engine).
 
 Every record carries ``session.id``, ``prompt.id`` (one user prompt: the run) and
@@ -29,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...model import NOT_CAPTURED, ToolCall
+from ...model import COMPACTION_AUTO, COMPACTION_MANUAL, NOT_CAPTURED, Compaction, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, as_int, parse_json_object
@@ -42,6 +48,9 @@ _PREFIX = "claude_code."
 _TOOL_RESULT = "tool_result"
 _API_REQUEST = "api_request"
 _TOOL_DECISION = "tool_decision"
+_COMPACTION = "compaction"
+_KINDS = (_TOOL_RESULT, _API_REQUEST, _TOOL_DECISION, _COMPACTION)
+_TRIGGERS = {"auto": COMPACTION_AUTO, "manual": COMPACTION_MANUAL}
 #: How Claude Code marks a string argument it cut: a prefix, then ``…[709 chars]``.
 _CUT = re.compile(r"…\[\d+ chars\]$")
 
@@ -87,13 +96,13 @@ class ClaudeCodeLogs(LogConvention):
 
     name = "claude_code"
     event_names = frozenset({
-        _PREFIX + _TOOL_RESULT, _PREFIX + _API_REQUEST, _PREFIX + _TOOL_DECISION,
-        _TOOL_RESULT, _API_REQUEST, _TOOL_DECISION,  # as the event.name attribute has them
+        *(_PREFIX + kind for kind in _KINDS),
+        *_KINDS,  # as the event.name attribute has them
     })
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         kind = _kind(record)
-        if kind not in (_TOOL_RESULT, _API_REQUEST, _TOOL_DECISION):
+        if kind not in _KINDS:
             return None
         attrs = record.attributes
         session = attrs.get("session.id")
@@ -107,6 +116,8 @@ class ClaudeCodeLogs(LogConvention):
             return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT)
         if kind == _TOOL_DECISION:
             return LogObservation("other", run_key, order, agent=AGENT)
+        if kind == _COMPACTION:
+            return _compaction(record, attrs, run_key, order)
         name = attrs.get("tool_name")
         if type(name) is not str or not name:
             return None
@@ -137,3 +148,21 @@ class ClaudeCodeLogs(LogConvention):
             result_truncated=result is not NOT_CAPTURED,
         )
         return LogObservation("tool", run_key, order, call=call, agent=AGENT, evidence_level=level)
+
+
+def _compaction(record: LogRecordView, attrs: Any, run_key: str, order: tuple) -> LogObservation:
+    """A ``claude_code.compaction`` record: a boundary when it succeeded, else nothing."""
+    if as_bool(attrs.get("success")) is not True:
+        return LogObservation("other", run_key, order, agent=AGENT)  # the context stayed as it was
+    trigger = attrs.get("trigger")
+    compaction = Compaction(
+        trace_id=record.trace_id,
+        run_id=run_key,
+        time_ns=record.time_ns,
+        trigger=_TRIGGERS.get(trigger) if type(trigger) is str else None,
+        tokens_before=as_int(attrs.get("pre_tokens")),
+        tokens_after=as_int(attrs.get("post_tokens")),
+        source=_PREFIX + _COMPACTION,
+        agent=AGENT,
+    )
+    return LogObservation("compaction", run_key, order, agent=AGENT, compaction=compaction)

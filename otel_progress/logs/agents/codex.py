@@ -29,6 +29,12 @@ the observed time.
 Evidence: ``full`` when the preview is whole; ``arguments`` (with ``result_truncated``)
 when it was cut, so that two outputs equal up to the cut are never taken as the same
 result (and ``arguments`` without an output, ``names`` without arguments either). A run is one ``conversation.id``.
+
+Compaction: 0.171.0 logs no event for it (``model_auto_compact_token_limit``, the
+``CONTEXT CHECKPOINT COMPACTION`` request, checked by
+``tests/coding_agents/test_codex_compaction.py``): only the metric ``codex.task.compact``
+counts it, without a ``conversation.id``, and the summariser's request is a
+``codex.api_request`` like any other. A Codex compaction is therefore no boundary here.
 """
 
 from __future__ import annotations

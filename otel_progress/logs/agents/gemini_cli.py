@@ -14,9 +14,30 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   (Unix ms, often null), ``session.id``, ``event.timestamp``.
 - ``gemini_cli.api_response``: ``input_token_count``, ``output_token_count``,
   ``thoughts_token_count``, ``prompt_id``.
+- ``gemini_cli.chat_compression`` (body ``Chat compression (Saved N tokens)``):
+  ``tokens_before``, ``tokens_after``, ``session.id``, ``event.timestamp``, and no
+  ``prompt_id`` (``makeChatCompressionEvent``; ``ChatCompressionService.compress`` in
+  ``packages/core/src/services/chatCompressionService.ts`` logs it when the history was
+  compressed, and also, with ``tokens_after`` equal to or above ``tokens_before``, when the
+  summary came back empty or larger and the history was kept): a compaction boundary of the
+  session's current run when ``tokens_after < tokens_before``, else nothing. The
+  summariser's two requests are ``api_response`` tokens of the prompt's run (the second
+  one's ``prompt_id`` ends in ``-verify``). Gemini CLI
+  compresses only where the history has a user message to split at (a second prompt, e.g.
+  of a resumed session), when the last prompt's tokens pass ``compressionThreshold`` (0.5)
+  of the model's limit.
 
 A shell command that exits nonzero is logged ``success: true``; the exit code in
-``metadata`` makes it a failure here. The result is only its size, so the evidence is
+``metadata`` makes it a failure here. With ``logPrompts`` off ``metadata`` keeps only the
+diff-stat keys (``TOOL_CALL_METADATA_SAFE_KEYS`` in ``telemetry/types.ts``): the exit code is
+gone, and nothing else in the record tells a nonzero exit from a success (``success`` is the
+call's status, ``error`` / ``error_type`` are set only when the command could not run,
+``shell_execute_error``; ``content_length`` is the size of a response that names the exit
+code). Such a call reads as a success, at level ``names`` (no ``function_args`` either):
+only recurring errors are judged there, so a nonzero exit is a failure missed, never a
+false detection; the exit code needs ``logPrompts``. A call the user rejected at its
+confirmation (``decision = reject``, from ``Cancel``) never ran: ``ToolCall.executed`` is
+false. The result is only its size, so the evidence is
 ``arguments``: a size that differs from the earlier ones proves a new result, equal sizes
 never prove the same one (the result is given to the engine as ``{"content_length": N}``,
 marked partial). Without ``function_args`` (``logPrompts`` off) the evidence is
@@ -32,7 +53,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...conventions.base import as_number, as_text, decode_json
-from ...model import NOT_CAPTURED, ToolCall
+from ...model import NOT_CAPTURED, Compaction, ToolCall
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, record_order, text_attribute, to_int
@@ -41,6 +62,10 @@ __all__ = ["GeminiCliConvention", "exit_code"]
 
 TOOL_CALL = "gemini_cli.tool_call"
 API_RESPONSE = "gemini_cli.api_response"
+CHAT_COMPRESSION = "gemini_cli.chat_compression"
+#: The suffix of the prompt id of the compression summariser's second request (a check of
+#: its draft, ``promptId: `${promptId}-verify```): its tokens belong to the prompt's run.
+_VERIFY = "-verify"
 
 
 def exit_code(metadata: Any) -> int | None:
@@ -62,10 +87,11 @@ def _ms_ns(value: Any) -> int:
 
 
 class GeminiCliConvention(LogConvention):
-    """``gemini_cli.tool_call`` (tool calls) and ``gemini_cli.api_response`` (tokens)."""
+    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens) and
+    ``gemini_cli.chat_compression`` (compactions)."""
 
     name = "gemini_cli"
-    event_names = frozenset({TOOL_CALL, API_RESPONSE})
+    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION})
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         attributes = record.attributes
@@ -75,10 +101,14 @@ class GeminiCliConvention(LogConvention):
         if not session:
             return None
         prompt = text_attribute(record, "prompt_id") or ""
+        if prompt.endswith(_VERIFY):
+            prompt = prompt[:-len(_VERIFY)]  # the compression's check (ChatCompressionService): its prompt's
         run_key = f"gemini_cli|{session}|{prompt}"
         start_ns = _ms_ns(attributes.get("start_time"))
         order = (start_ns, record.observed_ns, record.index) if start_ns else record_order(record)
         event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
+        if event == CHAT_COMPRESSION:
+            return _compression(record, attributes, session, order)
         if event == API_RESPONSE:
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
@@ -102,6 +132,7 @@ class GeminiCliConvention(LogConvention):
         result: Any = NOT_CAPTURED
         if as_number(size) is not None:
             result = {"content_length": to_int(size)}
+        executed = as_text(a.get("decision")) != "reject"  # reject: cancelled at its confirmation, never ran
         success = as_bool(a.get("success"))
         code = exit_code(a.get("metadata"))
         failed = success is False or (code is not None and code != 0)
@@ -135,5 +166,25 @@ class GeminiCliConvention(LogConvention):
             agent="gemini-cli",
             evidence_level=evidence,
             result_truncated=False,
+            executed=executed,
         )
         return LogObservation("tool", run_key, order, call=call, agent="gemini-cli", evidence_level=evidence)
+
+
+def _compression(record: LogRecordView, a: Mapping[str, Any], session: str, order: tuple) -> LogObservation:
+    """A ``gemini_cli.chat_compression`` record: a boundary of the session's current run
+    when the history shrank, else nothing (an empty or larger summary was not applied)."""
+    run_key = f"gemini_cli|{session}|"  # the record has no prompt_id: the session's run seen last
+    before, after = as_number(a.get("tokens_before")), as_number(a.get("tokens_after"))
+    if before is None or after is None or not 0 <= after < before:
+        return LogObservation("other", run_key, order, agent="gemini-cli", session_wide=True)
+    compaction = Compaction(
+        trace_id=record.trace_id,
+        time_ns=order[0],
+        tokens_before=int(before),
+        tokens_after=int(after),
+        source=CHAT_COMPRESSION,
+        agent="gemini-cli",
+    )
+    return LogObservation("compaction", run_key, order, agent="gemini-cli", compaction=compaction,
+                          session_wide=True)

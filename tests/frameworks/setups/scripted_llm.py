@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "_common"))
 
-from scripted import SCENARIOS, FakeOpenAI, LocalServer, lookup_order, next_step, search_docs, send_json
+from scripted import SCENARIOS, FakeOpenAI, JSONHandler, LocalServer, lookup_order, next_step, search_docs, send_json
 
 __all__ = ["SCENARIOS", "FakeGemini", "ScriptedOpenAI", "lookup_order", "search_docs"]
 
@@ -98,15 +98,12 @@ class FakeGemini(LocalServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = self.json_body()
                 path = self.path.split("?", 1)[0]
                 if ":generateContent" not in path and ":streamGenerateContent" not in path:
-                    send_json(self, 404, {"error": {"message": f"fake server: no {path}"}})
+                    self.not_found(path)
                     return
                 reply = fake.reply(body)
                 if ":streamGenerateContent" not in path:

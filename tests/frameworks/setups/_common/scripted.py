@@ -155,6 +155,20 @@ def send_json(handler: BaseHTTPRequestHandler, code: int, payload: Any) -> None:
     handler.wfile.write(data)
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    """What the fake servers' request handlers share: no request log, JSON request bodies,
+    and a 404 in the model APIs' error shape."""
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def json_body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+
+    def not_found(self, path: str) -> None:
+        send_json(self, 404, {"error": {"message": f"fake server: no {path}"}})
+
+
 def _tool_results_in(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") in ("tool", "function"))
 
@@ -198,14 +212,11 @@ class FakeOpenAI(LocalServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(JSONHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = self.json_body()
                 if not self.path.endswith("/chat/completions"):
-                    send_json(self, 404, {"error": {"message": f"fake server: no {self.path}"}})
+                    self.not_found(self.path)
                     return
                 message = fake.reply(body)
                 model = body.get("model", "fake-model")

@@ -1,0 +1,94 @@
+"""The Vercel AI SDK's own spans (``ai.*``): what ``generateText`` / ``streamText`` write
+with ``experimental_telemetry: { isEnabled: true }`` in AI SDK 4 to 6 (package ``ai``:
+read in 6.0.326 ``src/generate-text/execute-tool-call.ts`` and
+``src/telemetry/assemble-operation-name.ts``, in 5.0.200 and 4.3.19 ``dist/index.mjs``), and
+through the ``LegacyOpenTelemetry`` integration of AI SDK 7 (package ``@ai-sdk/otel``, read
+in 1.0.173 ``src/legacy-open-telemetry.ts``).
+AI SDK 7's ``OpenTelemetry`` integration writes the GenAI conventions instead
+(:mod:`.genai`).
+
+Every span carries ``ai.operationId``, written whatever the recording settings (and
+``operation.name`` = the operation id, then the ``functionId`` if one is set;
+``ai.telemetry.functionId``):
+
+* ``ai.generateText`` / ``ai.streamText``: one call of the tool loop, the agent run; the
+  agent is ``ai.telemetry.functionId`` (``telemetry: { functionId }``). Its ``ai.usage.*``
+  are the sum of its steps, never read (the steps are).
+* ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` (and the object and
+  embedding calls' ``.doGenerate``, ``.doStream``, ``.doEmbed``): one model call. Tokens
+  ``ai.usage.inputTokens`` + ``outputTokens`` (5+), ``ai.usage.promptTokens`` +
+  ``completionTokens`` (4), else ``ai.usage.totalTokens`` / ``ai.usage.tokens``; the same
+  spans also carry ``gen_ai.usage.*``.
+* ``ai.toolCall``: one tool execution. ``ai.toolCall.name``, ``ai.toolCall.id`` (the
+  model's call id, new every call: never read), ``ai.toolCall.args`` =
+  ``JSON.stringify(input)``, ``ai.toolCall.result`` = ``JSON.stringify(output)`` (so a
+  string result arrives JSON-encoded, ``'"0 results"'``, and is decoded); the AI SDK 5
+  betas named them ``ai.toolCall.input`` / ``ai.toolCall.output`` (read in 5.0.0-beta.1
+  ``dist/index.mjs``), read when the others are absent. Both are recorded only while
+  ``recordOutputs`` is on (the default). A failed tool sets the span
+  status ERROR with an ``exception`` event.
+"""
+
+from __future__ import annotations
+
+from .base import SpanConvention, ToolContent, as_text, first_text
+from .genai import tokens_from
+from .openllmetry import json_text
+from .record import SpanKind, SpanRecord
+
+__all__ = ["AISDKConvention"]
+
+OPERATION_ID = "ai.operationId"
+TOOL_NAME = "ai.toolCall.name"
+FUNCTION_ID = "ai.telemetry.functionId"
+TOOL_CALL = "ai.toolCall"
+#: The operations that run the tool loop: one agent run each.
+AGENT_OPERATIONS = frozenset({"ai.generateText", "ai.streamText"})
+#: Suffixes of the operation ids of one model call.
+MODEL_SUFFIXES = (".doGenerate", ".doStream", ".doEmbed")
+_USAGE_PAIRS = (("ai.usage.inputTokens", "ai.usage.outputTokens"),
+                ("ai.usage.promptTokens", "ai.usage.completionTokens"))
+_USAGE_TOTALS = ("ai.usage.totalTokens", "ai.usage.tokens")
+
+
+def _operation(span: SpanRecord) -> str | None:
+    return as_text(span.attributes.get(OPERATION_ID))
+
+
+class AISDKConvention(SpanConvention):
+    """The Vercel AI SDK's ``ai.*`` spans (``experimental_telemetry``, ``LegacyOpenTelemetry``)."""
+
+    name = "ai_sdk"
+    marker_keys = frozenset({OPERATION_ID})
+    marker_bytes = (b"ai.operationId",)
+
+    def classify(self, span: SpanRecord) -> SpanKind | None:
+        op = _operation(span)
+        if op is None:
+            return None
+        if op == TOOL_CALL:
+            return SpanKind.TOOL
+        if op in AGENT_OPERATIONS:
+            return SpanKind.AGENT
+        if op.startswith("ai.") and op.endswith(MODEL_SUFFIXES):
+            return SpanKind.MODEL
+        return None
+
+    def read_tool(self, span: SpanRecord) -> ToolContent | None:
+        if _operation(span) != TOOL_CALL:
+            return None
+        a = span.attributes
+        arguments = a.get("ai.toolCall.args", a.get("ai.toolCall.input"))
+        result = a.get("ai.toolCall.result", a.get("ai.toolCall.output"))
+        return ToolContent(first_text(a, TOOL_NAME), arguments, None if result is None else json_text(result))
+
+    def read_tokens(self, span: SpanRecord) -> int | None:
+        op = _operation(span)
+        if op is None or not op.endswith(MODEL_SUFFIXES):
+            return None
+        return tokens_from(span.attributes, _USAGE_PAIRS, _USAGE_TOTALS)
+
+    def agent_name(self, span: SpanRecord) -> str | None:
+        if _operation(span) not in AGENT_OPERATIONS:
+            return None
+        return first_text(span.attributes, FUNCTION_ID)

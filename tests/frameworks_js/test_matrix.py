@@ -1,0 +1,72 @@
+"""Issue 18's JavaScript matrix: every set-up under ``setups/`` x the three scenarios, each a
+real framework with a real instrumentation from npm on a scripted model, exporting over
+OTLP to the real Collector, which hands the spans to a real ``otel-progress serve``:
+
+- ``loop`` and ``empty_search``: caught, as a ``no_progress``/``livelock`` event on a tool
+  span of what serve forwarded;
+- ``healthy``: no forwarded span is annotated;
+- and ``otel-progress scan`` of what the agent sent (the Collector's file export) finds the
+  same detections on the same tool spans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests._matrix.testing import setup_params
+
+from .pipeline import Pipeline
+from .rows import Setup, discover
+from .runs import Run, is_tool_span, run_agent, scan_detections
+
+SETUPS = discover()
+
+
+def _explain(run: Run, pipeline: Pipeline) -> str:
+    return f"\n{run.summary()}\n--- stderr (tail) ---\n{run.stderr[-2500:]}\n{pipeline.logs(15)}"
+
+
+def _start_ties(run: Run) -> int:
+    """Tool spans that start in the same millisecond as a model span of their trace (the JS
+    SDK's start times are Date.now(): see FINDINGS.md)."""
+    tools = [s for s in run.exported.raw if is_tool_span(s)]
+    others = {(s.trace_id, s.start_ns // 1_000_000) for s in run.exported.raw if not is_tool_span(s)}
+    return sum((s.trace_id, s.start_ns // 1_000_000) in others for s in tools)
+
+
+@pytest.mark.timeout(1800)  # the first test may wait for the Collector build and an npm install
+@pytest.mark.parametrize(("setup", "scenario"), setup_params(SETUPS))
+def test_setup(setup: Setup, scenario: str, env: Path, pipeline: Pipeline, tmp_path: Path) -> None:
+    run = run_agent(setup, scenario, env, pipeline)
+    assert run.returncode == 0, f"agent.mjs exited {run.returncode}" + _explain(run, pipeline)
+    assert run.exported.raw, "the agent exported no span" + _explain(run, pipeline)
+    sent, forwarded = {s.span_id for s in run.exported.raw}, {s.span_id for s in run.annotated}
+    assert sent <= forwarded, f"serve did not forward {len(sent - forwarded)} spans" + _explain(run, pipeline)
+    flagged = run.flagged()
+    if scenario == "healthy":
+        assert not flagged, "the healthy run was annotated" + _explain(run, pipeline)
+    if not setup.works:
+        return
+    tools = run.tool_spans()
+    assert len(tools) >= setup.min_tool_spans, (
+        f"expected at least {setup.min_tool_spans} tool spans, got {len(tools)}" + _explain(run, pipeline))
+    served = run.served_detections()
+    if scenario != "healthy":
+        assert served, f"the {scenario} run was not caught on a tool span" + _explain(run, pipeline)
+    scanned, stderr = scan_detections(run, tmp_path)
+    if scenario == "healthy":
+        assert not scanned, f"scan flagged the healthy run: {sorted(scanned)}\n{stderr[-1500:]}"
+    else:
+        assert scanned, f"scan did not catch the {scenario} run\n{stderr[-1500:]}" + _explain(run, pipeline)
+    if scanned != served and _start_ties(run):
+        pytest.xfail(f"scan and serve placed their detections differently ({sorted(scanned)} vs {sorted(served)}): "
+                     f"{_start_ties(run)} tool spans start in the millisecond of a model span, and the two order "
+                     "such ties differently (FINDINGS.md, 'Start times')")
+    assert scanned == served, f"scan found {sorted(scanned)}, serve {sorted(served)}" + _explain(run, pipeline)
+
+
+def test_every_setup_directory_is_complete() -> None:
+    # discover() already rejects malformed files and loose pins; this keeps an empty matrix from passing
+    assert len({s.framework for s in SETUPS}) >= 5, [s.id for s in SETUPS]
