@@ -124,9 +124,11 @@ def normalise_url(url: str) -> str:
         if "%" in value or "+" in value:
             value = unquote(value.replace("+", " "))
         k = (unquote(key.replace("+", " ")) if "%" in key or "+" in key else key).lower()
-        if k in TRACKING_PARAMS or k.startswith("utm_") or is_opaque(value):
-            continue
-        params.append((k, _query_value(unquote_plus(value))))
+        if k in TRACKING_PARAMS or k.startswith("utm_") or (len(value) >= 8 and is_opaque(value)):
+            continue  # (is_opaque holds for no value shorter than 8)
+        if "%" in value or "+" in value:
+            value = unquote_plus(value)
+        params.append((k, _query_value(value) if " " in value else value))
     params.sort()
     query = "&".join(f"{k}={v}" for k, v in params)
     out = f"{parts.scheme.lower()}://{host}{path}"
