@@ -454,8 +454,8 @@ class Pipeline:
         texts that came back before: agents repeat themselves): the parsed arguments, the
         command they carry, the request digest (name and canonical arguments), the digest
         of the normalised action (None when the state signature is off, or the name cannot
-        be normalised: :meth:`facts` then fails where it needs it) and whether the command
-        waits on purpose."""
+        be normalised: :meth:`facts` then fails where it needs it), whether the command
+        waits on purpose, and the location the request names (location.py)."""
         args = parse_json_value(arguments)
         try:  # d.arguments(args), without its second look at the already parsed value
             args_bytes = orjson.dumps(args, option=_SORT)

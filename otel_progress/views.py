@@ -17,13 +17,13 @@ earlier answer at that location, not only the tool's last one:
   and opaque tokens left out), its numbers, and the same per line, leaving out short
   layout headings (a line ending in ``:``). A word counts as said at the location when
   it was, or differs from one that was by a single letter added, dropped or changed (a
-  mis-transcription). The answer is **the same** as what the location already showed when (1) fewer
-  of its words are new than were said there already, and (2) no line of it is mostly
-  new: a line whose new words are at least as many as its known ones is new content (a
-  panel that opened, a status that changed, a log line, a new search hit). Numbers count
-  only when the request is the one that produced the location's last answer (a poll:
-  there a moved counter is progress, as seed 000 says); reached by any other request, a
-  ticking counter or a relative time is not news.
+  mis-transcription). The answer is **the same** as what the location already showed
+  when (1) fewer of its words are new than were said there already, and (2) no line of
+  it is mostly new: a line whose new words are at least as many as its known ones is new
+  content (a panel that opened, a status that changed, a log line, a new search hit).
+  Numbers count only when the request is the one that produced the location's last
+  answer (a poll: there a moved counter is progress, as seed 000 says); reached by any
+  other request, a ticking counter or a relative time is not news.
 * **Anything else at a location** (a JSON record, a file named by the request) is
   compared byte for byte: a one-line edit of a file is new.
 
