@@ -228,40 +228,31 @@ def _reads_only(args: Mapping[str, Any]) -> bool:
     return True
 
 
-def request_location(args: Any, normalise: Callable[[str], str] = normalise_url) -> Location | None:
+def request_location(args: Any) -> Location | None:
     """The location a request's arguments name (a mapping of up to eight arguments that
     only says where to read, see :func:`location_of`), or None."""
-    if not isinstance(args, Mapping) or not args or len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or (
-            not _reads_only(args)):
-        return None
-    return _from_fields(args, normalise)
+    return LocationReader().request(args)
 
 
-def result_location(parsed: Any, command: bool = False, read_head: Callable[[str], Location | None] = _read_head,
-                    normalise: Callable[[str], str] = normalise_url) -> Location | None:
+def result_location(parsed: Any, command: bool = False) -> Location | None:
     """The location a result names itself (its head, or a JSON object's fields), or None;
     ``command``: the call sends a command (its output is never a view)."""
-    if type(parsed) is str:
-        if not parsed or command or parsed.find("://", 0, HEAD) < 0:
-            return None
-        return read_head(parsed[:HEAD])
-    if isinstance(parsed, Mapping) and len(parsed) <= 64 and not _TARGET_KEYS.isdisjoint(parsed):
-        return _from_fields(parsed, normalise)
-    return None
+    return LocationReader().result(parsed, command)
 
 
 def location_of(args: Any, parsed: Any, command: bool = False) -> Location | None:
     """The location a call's result shows: named by the result or, failing that, by the
     request's arguments; None when neither names one. A command's output (``command``:
     the call sends a shell or terminal command) is a program's output, never a view."""
-    found = result_location(parsed, command)
-    return found if found is not None else request_location(args)
+    reader = LocationReader()
+    return reader.result(parsed, command) or reader.request(args)
 
 
 class LocationReader:
-    """:func:`location_of` with bounded tables of what it read last: the locations of
-    recent heads of text results, and recent normalised URLs (a page is shown and named
-    again and again). One per engine; each table is emptied when full."""
+    """:func:`result_location` and :func:`request_location` with bounded tables of what
+    they read last: the locations of recent heads of text results, and recent normalised
+    URLs (a page is shown and named again and again). One per engine; each table is
+    emptied when full."""
 
     __slots__ = ("_heads", "_urls")
 
@@ -290,12 +281,21 @@ class LocationReader:
         return found
 
     def result(self, parsed: Any, command: bool = False) -> Location | None:
-        """:func:`result_location`, with the tables."""
-        return result_location(parsed, command, self.head, self.url)
+        """See :func:`result_location`."""
+        if type(parsed) is str:
+            if not parsed or command or parsed.find("://", 0, HEAD) < 0:
+                return None
+            return self.head(parsed[:HEAD])
+        if isinstance(parsed, Mapping) and len(parsed) <= 64 and not _TARGET_KEYS.isdisjoint(parsed):
+            return _from_fields(parsed, self.url)
+        return None
 
     def request(self, args: Any) -> Location | None:
-        """:func:`request_location`, with the table of URLs."""
-        return request_location(args, self.url)
+        """See :func:`request_location`."""
+        if not isinstance(args, Mapping) or not args or len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or (
+                not _reads_only(args)):
+            return None
+        return _from_fields(args, self.url)
 
 
 _MAX_HEADS = 512

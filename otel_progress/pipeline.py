@@ -355,7 +355,7 @@ class Pipeline:
             parsed = result
             ack = acked and not call.error
             if run is not None and not call.error:
-                same_as = self._opaque_text(run, name, call_digest, result)
+                same_as = (run.opaque or self._opaque(run)).text_to_digest(name, call_digest, result)
                 if same_as is not None:
                     result_digest = self._text_result(same_as)[0]
             if run is not None and not empty and not call.error:
@@ -440,13 +440,12 @@ class Pipeline:
         return failure
 
     @staticmethod
-    def _opaque_text(run: RunState, name: str, request: int, text: str) -> str | None:
-        """The text to digest in place of a plain-text answer whose tool was learned to
-        carry opaque tokens in it (opaque.py), or None."""
-        opaque = run.opaque
-        if opaque is None:
-            opaque = run.opaque = OpaqueText()
-        return opaque.text_to_digest(name, request, text)
+    def _opaque(run: RunState) -> OpaqueText:
+        """The run's table of the tools whose plain-text answers carry opaque tokens (made
+        when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
+        place of such an answer, or None."""
+        opaque = run.opaque = OpaqueText()
+        return opaque
 
     def _request(self, name: str, arguments: Any, call_prefix: bytes,
                  action_prefix: bytes | None) -> _Request:
@@ -503,7 +502,7 @@ class Pipeline:
             if run.memory is not None or opaque:  # (has_opaque(parsed), computed once)
                 result_bytes = self._learned(self.memory(run), name, request, parsed, result_bytes, opaque)
         elif run is not None and type(parsed) is str and not error:
-            same_as = self._opaque_text(run, name, request, parsed)  # (plain text with opaque tokens)
+            same_as = (run.opaque or self._opaque(run)).text_to_digest(name, request, parsed)  # (opaque tokens)
             if same_as is not None:
                 result_bytes = d.result(same_as, name)[0]
         empty = is_empty(parsed)

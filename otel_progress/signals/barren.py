@@ -129,7 +129,8 @@ class BarrenSignal(Signal):
             state.held = ((state.barren, texts, list(state.recent))
                           if state.barren and texts and self._may_only_look_new(step, run) else None)
             state.barren = 0
-            self._remember(state, texts)
+            if texts:
+                self._remember(state, texts)
             return None
         if step.partial:
             return None  # an equal size or truncated preview does not prove nothing new
@@ -140,7 +141,8 @@ class BarrenSignal(Signal):
             state.held = None
             if self._only_repeats(state, held[1], held[2]):
                 state.barren = held[0]  # it only looked new: neutral, the streak goes on
-        self._remember(state, texts)
+        if texts:
+            self._remember(state, texts)
         state.barren += 1
         if state.barren < self.config.barren_threshold:
             return None
