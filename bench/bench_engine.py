@@ -277,14 +277,23 @@ def real_round() -> dict[str, Any]:
     _observe_all(ProgressEngine(Config()), warm)
     floor_pass(floor_inputs(warm))
     counted: list[int] = []
-    times = paired_round(real_units(traces, counted))
+    return _round_result(traces, real_units(traces, counted), counted)
+
+
+def _round_result(traces: Sequence[tuple[str, list[Op], list[ToolCall]]],
+                  units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
+                  counted: list[int]) -> dict[str, Any]:
+    """One round of ``units`` (the runs of ``traces``), then of the same runs with no
+    content: the engine and floor times per source, the bare times and the detections."""
+    before = len(counted)
+    times = paired_round(units)
     sources: dict[str, list[float]] = {}
     for (source, _, _), (e, f) in zip(traces, times, strict=True):
         acc = sources.setdefault(source, [0.0, 0.0])
         acc[0] += e
         acc[1] += f
     bare = _total(paired_round(real_units(traces, [], bare=True)))
-    return {"sources": sources, "bare": bare, "detections": sum(counted)}
+    return {"sources": sources, "bare": bare, "detections": sum(counted[before:])}
 
 
 def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float | None:
@@ -307,17 +316,7 @@ def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float 
         counted: list[int] = []
         units = real_units(traces, counted)
         paired_round(units)
-        results = []
-        for _ in range(pairs):
-            before = len(counted)
-            times = paired_round(units)
-            sources: dict[str, list[float]] = {}
-            for (source, _, _), (e, f) in zip(traces, times, strict=True):
-                acc = sources.setdefault(source, [0.0, 0.0])
-                acc[0] += e
-                acc[1] += f
-            bare = _total(paired_round(real_units(traces, [], bare=True)))
-            results.append({"sources": sources, "bare": bare, "detections": sum(counted[before:])})
+        results = [_round_result(traces, units, counted) for _ in range(pairs)]
     else:
         results = [_child_round() for _ in range(pairs)]
     overall = [(sum(e for e, _ in r["sources"].values()), sum(f for _, f in r["sources"].values())) for r in results]
