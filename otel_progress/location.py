@@ -286,14 +286,15 @@ class LocationReader:
             if not parsed or command or parsed.find("://", 0, HEAD) < 0:
                 return None
             return self.head(parsed[:HEAD])
-        if isinstance(parsed, Mapping) and len(parsed) <= 64 and not _TARGET_KEYS.isdisjoint(parsed):
+        if (type(parsed) is dict or isinstance(parsed, Mapping)) and len(parsed) <= 64 and (
+                not _TARGET_KEYS.isdisjoint(parsed)):
             return _from_fields(parsed, self.url)
         return None
 
     def request(self, args: Any) -> Location | None:
         """See :func:`request_location`."""
-        if not isinstance(args, Mapping) or not args or len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or (
-                not _reads_only(args)):
+        if args is None or not (type(args) is dict or isinstance(args, Mapping)) or not args or len(args) > 8 or (
+                _TARGET_KEYS.isdisjoint(args) or not _reads_only(args)):
             return None
         return _from_fields(args, self.url)
 
