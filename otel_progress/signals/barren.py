@@ -18,8 +18,10 @@ class _State:
 
     def __init__(self) -> None:
         self.barren = 0
-        self.recent: list[str] = []  # the run's last plain-text answers (references)
-        self.sketches: dict[str, Sketch] = {}  # recent texts and their sketches
+        # the run's last plain-text answers (references), and the sketches of recent texts
+        # (both made when first needed: most runs of JSON results never need them)
+        self.recent: list[str] | tuple[()] = ()
+        self.sketches: dict[str, Sketch] | None = None
         # an answer that ended a streak and may only look new: (the streak it ended, its
         # texts, the recent answers before it), judged if the next judged step is barren
         self.held: tuple[int, list[str], list[str]] | None = None
@@ -69,6 +71,8 @@ class BarrenSignal(Signal):
     @staticmethod
     def _remember(state: _State, texts: list[str]) -> None:
         recent = state.recent
+        if type(recent) is tuple:
+            recent = state.recent = []
         recent.extend(texts)
         if len(recent) > _RECENT:
             del recent[:-_RECENT]
@@ -91,6 +95,8 @@ class BarrenSignal(Signal):
         if not before:
             return False
         cache = state.sketches
+        if cache is None:
+            cache = state.sketches = {}
         if len(cache) > 4 * _RECENT:
             keep = set(state.recent)
             for text in [t for t in cache if t not in keep]:
