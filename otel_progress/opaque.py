@@ -51,9 +51,9 @@ def is_opaque(value: str) -> bool:
     digit and a letter, a whole number of 10+ digits (an epoch time), or an identifier
     of 12+ characters whose character class (digit, lower, upper) changes 4 times or
     more (a base64 blob, a request id). Words, versions, dates and short numbers are
-    content."""
+    content, and so is a value with white space in it (words: a search query, a title)."""
     n = len(value)
-    if n < 8 or n > 4096:
+    if n < 8 or n > 4096 or " " in value:
         return False
     if value.isdigit():
         return n >= 10
