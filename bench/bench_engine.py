@@ -28,12 +28,23 @@ content path can remove.
 **Synthetic mode**: 20,000 generated calls with arguments of about 200 bytes and results
 of about 2 KB, as JSON strings, all signals on.
 
-Each mode runs ``--pairs`` rounds (at least 7, after a warm-up round). A round feeds a
-fresh engine run by run (synthetic: 200 calls at a time) and times the floor of each run's
-calls right after (or before: the order alternates) its engine part, so both sides see the
-same machine load; times are the thread's CPU time (``time.thread_time``), so the time
-other processes take the CPU away is counted on neither side. It prints the median over
-the rounds of engine time / floor time, with the goal beside it.
+Each mode runs ``--pairs`` rounds (at least 7). A round feeds a fresh engine run by run
+(synthetic: 200 calls at a time) and times the floor of each run's calls right after (or
+before: the order alternates) its engine part, so both sides see the same machine load;
+times are the thread's CPU time (``time.thread_time``), so the time other processes take
+the CPU away is counted on neither side. It prints the median over the rounds of engine
+time / floor time, with the goal beside it.
+
+**Each real round runs in a fresh process** (``python -m bench.bench_engine
+--real-round``, after a warm-up on synthetic calls): a round in a process that has already
+replayed the same calls would find them warm wherever something outlives its engine (a
+table of texts kept at module level, the hash a text object keeps once computed), which a
+process seeing those calls for the first time does not; older versions of the engine
+kept such tables, and in-process rounds flattered them (magentic_one: 9x in process, 14x
+in fresh processes, on the engine of the h/engine branch). ``--in-process`` runs the rounds
+in this process, after a warm-up round (faster; the current engine keeps no table beyond
+its engine, and gives the same figures within noise). The per-source figures and the
+pipeline-alone figure come from the same rounds.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ import gc
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -190,14 +202,15 @@ def floor_pass(inputs: Sequence[tuple[str, str, bool, bool]]) -> None:
                 pass
 
 
-def paired_round(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]) -> tuple[float, float]:
+def paired_round(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]
+                 ) -> list[tuple[float, float]]:
     """One round: a fresh engine, then for each unit (a run, or a slice of calls) its
     engine part and its floor part timed one right after the other, so that a change of
     the machine's load during the round weighs on both sides alike (the order of the two
-    alternates from unit to unit). Returns the engine's and the floor's total times."""
+    alternates from unit to unit). Returns each unit's engine and floor times."""
     engine = ProgressEngine(Config())
     clock = time.thread_time  # CPU time of this thread: the time the machine's other work takes is not counted
-    e_total = f_total = 0.0
+    out = []
     gc.collect()
     gc.disable()
     try:
@@ -208,26 +221,29 @@ def paired_round(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable
                 t1 = clock()
                 engine_part(engine)
                 t2 = clock()
-                f_total += t1 - t0
-                e_total += t2 - t1
+                out.append((t2 - t1, t1 - t0))
             else:
                 t0 = clock()
                 engine_part(engine)
                 t1 = clock()
                 floor_part()
                 t2 = clock()
-                e_total += t1 - t0
-                f_total += t2 - t1
+                out.append((t1 - t0, t2 - t1))
     finally:
         gc.enable()
-    return e_total, f_total
+    return out
+
+
+def _total(times: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return sum(e for e, _ in times), sum(f for _, f in times)
 
 
 def rounds(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
            pairs: int) -> list[tuple[float, float]]:
-    """``pairs`` rounds of :func:`paired_round`, after one warm-up round."""
+    """``pairs`` rounds of :func:`paired_round` in this process, after one warm-up round
+    (the synthetic calls: their texts are new every round)."""
     paired_round(units)
-    return [paired_round(units) for _ in range(pairs)]
+    return [_total(paired_round(units)) for _ in range(pairs)]
 
 
 def report(label: str, times: Sequence[tuple[float, float]], n: int, goal: float | None) -> float:
@@ -240,7 +256,51 @@ def report(label: str, times: Sequence[tuple[float, float]], n: int, goal: float
     return ratio
 
 
-def bench_real(pairs: int, per_source: bool) -> float | None:
+def real_units(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], counted: list[int], bare: bool = False
+               ) -> list[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]:
+    """One unit per run: replaying its engine calls (``bare``: with nothing captured),
+    and the floor of its calls; the detections each replay announced go to ``counted``."""
+    units = []
+    for _, ops, trace_calls in traces:
+        if bare:
+            ops = [(name, (_without_content(args[0]),), kw) if name == "observe" else (name, args, kw)
+                   for name, args, kw in ops]
+        floor_in = floor_inputs(trace_calls)
+        units.append((lambda engine, ops=ops: counted.append(replay(engine, [ops])),
+                      lambda i=floor_in: floor_pass(i)))
+    return units
+
+
+def real_round() -> dict[str, Any]:
+    """One round of the real calls as a fresh process runs it (``--real-round``): after a
+    warm-up on synthetic calls (the interpreter and the code paths warm, no table holding
+    a real text), each run's engine part and floor, then the same runs with no content.
+    Returns the times per source, the bare times and the detections."""
+    traces = real_workload(real_files())
+    warm = make_calls(2000, seed=3)
+    _observe_all(ProgressEngine(Config()), warm)
+    floor_pass(floor_inputs(warm))
+    counted: list[int] = []
+    return _round_result(traces, real_units(traces, counted), counted)
+
+
+def _round_result(traces: Sequence[tuple[str, list[Op], list[ToolCall]]],
+                  units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
+                  counted: list[int]) -> dict[str, Any]:
+    """One round of ``units`` (the runs of ``traces``), then of the same runs with no
+    content: the engine and floor times per source, the bare times and the detections."""
+    before = len(counted)
+    times = paired_round(units)
+    sources: dict[str, list[float]] = {}
+    for (source, _, _), (e, f) in zip(traces, times, strict=True):
+        acc = sources.setdefault(source, [0.0, 0.0])
+        acc[0] += e
+        acc[1] += f
+    bare = _total(paired_round(real_units(traces, [], bare=True)))
+    return {"sources": sources, "bare": bare, "detections": sum(counted[before:])}
+
+
+def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float | None:
     files = real_files()
     if not files:
         print(f"real calls: skipped: {REAL_DIR} is absent (the real runs are not part of the project)")
@@ -253,29 +313,38 @@ def bench_real(pairs: int, per_source: bool) -> float | None:
     arg_b = statistics.mean(len(a) for a, _, _, _ in inputs)
     res_b = statistics.mean(len(r) for _, r, _, _ in inputs)
     print(f"real calls: {len(calls)} calls in {len(runs)} runs from {', '.join(f.name for f in files)};"
-          f" {failed / len(calls):.0%} failed; arguments ~{arg_b:.0f} B, results ~{res_b:.0f} B on average")
-    counted: list[int] = []
-    per_trace = [(ops, floor_inputs(trace_calls)) for _, ops, trace_calls in traces]
-    units = [(lambda engine, ops=ops: counted.append(replay(engine, [ops])),
-              lambda i=floor_in: floor_pass(i)) for ops, floor_in in per_trace]
-    ratio = report("all real calls", rounds(units, pairs), len(calls), GOAL)
-    per_round = len(units)
-    totals = {sum(counted[i:i + per_round]) for i in range(0, len(counted), per_round)}
+          f" {failed / len(calls):.0%} failed; arguments ~{arg_b:.0f} B, results ~{res_b:.0f} B on average"
+          f" ({'rounds in this process' if in_process else 'each round in a fresh process'})")
+    sizes = {source: sum(len(cs) for s, _, cs in traces if s == source) for source, _, _ in traces}
+    if in_process:
+        counted: list[int] = []
+        units = real_units(traces, counted)
+        paired_round(units)
+        results = [_round_result(traces, units, counted) for _ in range(pairs)]
+    else:
+        results = [_child_round() for _ in range(pairs)]
+    overall = [(sum(e for e, _ in r["sources"].values()), sum(f for _, f in r["sources"].values())) for r in results]
+    ratio = report("all real calls", overall, len(calls), GOAL)
+    totals = {r["detections"] for r in results}
     print(f"  detections per round: {sorted(totals)[0]} (the same every round: {len(totals) == 1})")
     if per_source:
-        for source in dict.fromkeys(source for source, _, _ in traces):
-            picked = [u for u, (s, _, _) in zip(units, traces, strict=True) if s == source]
-            n = sum(len(cs) for s, _, cs in traces if s == source)
-            report(source, rounds(picked, pairs), n, None)
+        for source, n in sizes.items():
+            report(source, [tuple(r["sources"][source]) for r in results], n, None)
     # The same runs with nothing captured (names, times and outcomes only): what the
     # pipeline itself costs a call, beside the same floor. No shortcut in the content
     # path can take the ratio below this figure.
-    bare = [([(name, (_without_content(args[0]),), kw) if name == "observe" else (name, args, kw)
-              for name, args, kw in ops], floor_in) for ops, floor_in in per_trace]
-    bare_units = [(lambda engine, ops=ops: replay(engine, [ops]), lambda i=floor_in: floor_pass(i))
-                  for ops, floor_in in bare]
-    report("same runs, no content (pipeline alone)", rounds(bare_units, pairs), len(calls), None)
+    report("same runs, no content (pipeline alone)", [tuple(r["bare"]) for r in results], len(calls), None)
     return ratio
+
+
+def _child_round() -> dict[str, Any]:
+    """:func:`real_round` in a new interpreter (this file's own, on this checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "bench.bench_engine", "--real-round"], cwd=root,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ValueError(f"a round failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
 
 
 def _without_content(call: ToolCall) -> ToolCall:
@@ -344,12 +413,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=7, help="rounds per figure (>= 7)")
     parser.add_argument("--per-source", action="store_true", help="also print the ratio of each real file")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-run figures")
+    parser.add_argument("--in-process", action="store_true",
+                        help="real calls: run the rounds in this process (faster; see the module docstring)")
+    parser.add_argument("--real-round", action="store_true", help=argparse.SUPPRESS)  # (one round, as JSON)
     args = parser.parse_args(argv)
+    if args.real_round:
+        print(json.dumps(real_round()))
+        return 0
     if args.pairs < 7:
         parser.error("--pairs must be at least 7 (the figures are medians of at least 7 pairs)")
     if args.mode in ("real", "all"):
         try:
-            bench_real(args.pairs, args.per_source)
+            bench_real(args.pairs, args.per_source, args.in_process)
         except (OSError, ValueError) as exc:
             print(f"real calls: cannot read the real runs: {exc}", file=sys.stderr)
             return 1

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 import blake3
@@ -366,15 +366,6 @@ def error_signature_text(
     failures that start alike and end differently are two failures.
     """
     text = message or ""
-    if len(text) <= _MEMO_MESSAGE:
-        return _error_signature_text(tool, error_type, text, limit)
-    return _error_signature_uncached(tool, error_type, text, limit)
-
-
-_MEMO_MESSAGE = 16384  # messages up to this size have their signature text remembered
-
-
-def _error_signature_uncached(tool: str, error_type: str | None, text: str, limit: int) -> str:
     if len(text) > limit * 4:
         head, tail = _normalise_message(text[: limit * 2]), _normalise_message(text[-limit * 2:])
     else:
@@ -385,11 +376,6 @@ def _error_signature_uncached(tool: str, error_type: str | None, text: str, limi
         half = limit // 2
         msg = head[:half] + " … " + tail[-half:]
     return f"{tool}|{error_type or ''}|{msg}"
-
-
-#: :func:`error_signature_text` of the failures seen last: an agent stuck on a failure
-#: sends it again and again, and the text is a function of its arguments alone.
-_error_signature_text = lru_cache(maxsize=256)(_error_signature_uncached)
 
 _CONTAINERS = (dict, list, tuple)
 

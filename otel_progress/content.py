@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -247,7 +246,7 @@ def _lines(text: str) -> set[str]:
     return {" ".join(line.split()).lower() for line in text.splitlines() if line.strip()}
 
 
-def same_prose(new: str, old: str) -> bool:
+def same_prose(new: str, old: str, sets: dict[str, list[set[str] | None]] | None = None) -> bool:
     """Whether ``new`` says what ``old`` said, in other words.
 
     True only when both are prose (at least six content words), ``new`` carries no
@@ -257,26 +256,41 @@ def same_prose(new: str, old: str) -> bool:
     Jaccard similarity of at least :data:`PROSE_SIMILARITY`.
 
     (The conditions are checked cheapest first: the word sets and their overlap, then the
-    fact-like tokens and the lines. A text's words are kept for a while, since the text a
-    result is compared with was itself a new result a call earlier.)"""
+    fact-like tokens and the lines. ``sets``: where a text's word and fact sets are kept
+    for a while (:class:`ResultMemory` keeps them per run), since the text a result is
+    compared with was itself a new result a call earlier.)"""
     if new == old or len(new) > _MAX_PROSE or len(old) > _MAX_PROSE:
         return False
-    new_words, old_words = _prose_words(new), _prose_words(old)
+    if sets is None:
+        sets = {}
+    new_words, old_words = _kept(sets, new, 0), _kept(sets, old, 0)
     if len(new_words) < _PROSE_MIN_WORDS or len(old_words) < _PROSE_MIN_WORDS:
         return False
     shared = len(new_words & old_words)
     if shared / len(new_words | old_words) < PROSE_SIMILARITY:
         return False
-    if not _text_facts(new) <= _text_facts(old):
+    if not _kept(sets, new, 1) <= _kept(sets, old, 1):
         return False
     # no new short line with a figure in it (a log line, a status line)
     return not any(_facts(line) and len(_words(line)) < _PROSE_MIN_WORDS for line in _lines(new) - _lines(old))
 
 
-#: :func:`_words` and :func:`_facts` of the texts compared last (each new result is the old
-#: one of the next comparison); the sets are only read.
-_prose_words = lru_cache(maxsize=64)(_words)
-_text_facts = lru_cache(maxsize=64)(_facts)
+_MAX_KEPT = 16  # texts whose sets a ResultMemory keeps
+
+
+def _kept(sets: dict[str, list[set[str] | None]], text: str, which: int) -> set[str]:
+    """:func:`_words` (``which`` 0) or :func:`_facts` (1) of ``text``, kept in ``sets`` (the
+    texts compared last: each new result is the old one of the next comparison; the sets
+    are only read; past 16 texts the oldest is forgotten)."""
+    entry = sets.get(text)
+    if entry is None:
+        if len(sets) >= _MAX_KEPT:
+            del sets[next(iter(sets))]
+        entry = sets[text] = [None, None]
+    found = entry[which]
+    if found is None:
+        found = entry[which] = (_facts if which else _words)(text)
+    return found
 
 
 # -- learned volatile fields -----------------------------------------------------------------
@@ -356,7 +370,7 @@ class ResultMemory:
     that the same request answered in other words (:func:`same_prose`) is recognised as
     nothing new."""
 
-    __slots__ = ("_commands", "_last", "_prose", "learned")
+    __slots__ = ("_commands", "_last", "_prose", "_sets", "learned")
 
     def __init__(self) -> None:
         # (the tables are made when first needed: most runs never need some of them)
@@ -366,6 +380,7 @@ class ResultMemory:
         # tool -> (request, its last text result or JSON object with a prose field)
         self._prose: dict[str, tuple[int, Any]] | None = None
         self._commands: set[int] | None = None  # request digests of the commands sent so far
+        self._sets: dict[str, list[set[str] | None]] | None = None  # word and fact sets of texts compared last
 
     def new_command(self, request: int) -> bool:
         """Note a command; whether the run had not sent it before (bounded: past 512
@@ -436,8 +451,12 @@ class ResultMemory:
         if prose is None:
             prose = self._prose = {}
         last = prose.get(tool)
-        if last is not None and last[0] == request and _reworded(result, last[1]):
-            return True
+        if last is not None and last[0] == request:
+            sets = self._sets
+            if sets is None:
+                sets = self._sets = {}
+            if _reworded(result, last[1], sets):
+                return True
         if (isinstance(result, str) and len(result) <= _MAX_PROSE) or _has_prose_field(result):
             if last is None and len(prose) >= _MAX_LEARN_TOOLS:
                 prose.pop(next(iter(prose)))
@@ -453,11 +472,11 @@ def _has_prose_field(result: Any) -> bool:
     return any(isinstance(v, str) and 40 <= len(v) <= _MAX_PROSE and " " in v for v in result.values())
 
 
-def _reworded(new: Any, old: Any) -> bool:
+def _reworded(new: Any, old: Any, sets: dict[str, list[set[str] | None]]) -> bool:
     if isinstance(new, str):
-        return isinstance(old, str) and same_prose(new, old)
+        return isinstance(old, str) and same_prose(new, old, sets)
     if not isinstance(new, Mapping) or not isinstance(old, Mapping) or new.keys() != old.keys():
         return False
     changed = [k for k in new if new[k] != old[k]]
     return bool(changed) and all(
-        isinstance(new[k], str) and isinstance(old[k], str) and same_prose(new[k], old[k]) for k in changed)
+        isinstance(new[k], str) and isinstance(old[k], str) and same_prose(new[k], old[k], sets) for k in changed)

@@ -37,14 +37,14 @@ same position (the two views overlap by more than they differ).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote_plus, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from .opaque import is_opaque
 
-__all__ = ["HEAD", "Location", "location_of", "normalise_url"]
+__all__ = ["HEAD", "Location", "LocationReader", "location_of", "normalise_url", "request_location", "result_location"]
 
 #: How much of a text result's head is read for its location (a view states it first).
 HEAD = 600
@@ -103,22 +103,8 @@ def _query_value(value: str) -> str:
     return " ".join(words)
 
 
-_CACHE: dict[str, str] = {}
-_MAX_CACHE = 4096
-
-
 def normalise_url(url: str) -> str:
-    """The URL a location is named by (see the module docstring); the last results are
-    kept (a page is named again and again)."""
-    done = _CACHE.get(url)
-    if done is None:
-        if len(_CACHE) >= _MAX_CACHE:
-            _CACHE.clear()
-        done = _CACHE[url] = _normalise(url)
-    return done
-
-
-def _normalise(url: str) -> str:
+    """The URL a location is named by (see the module docstring)."""
     url = url.strip().rstrip(").,;'\"")
     try:
         parts = urlsplit(url)
@@ -129,11 +115,20 @@ def _normalise(url: str) -> str:
         host = host[4:]
     path = parts.path.rstrip("/") or ""
     params = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        k = key.lower()
-        if not value or k in TRACKING_PARAMS or k.startswith("utm_") or is_opaque(value):
+    for field in parts.query.split("&") if parts.query else ():
+        # (as urllib.parse.parse_qsl with blank values kept reads a field, each part decoded
+        # only where it has something to decode; a blank value is dropped before that)
+        key, _, value = field.partition("=")
+        if not value:
             continue
-        params.append((k, _query_value(unquote_plus(value))))
+        if "%" in value or "+" in value:
+            value = unquote(value.replace("+", " "))
+        k = (unquote(key.replace("+", " ")) if "%" in key or "+" in key else key).lower()
+        if k in TRACKING_PARAMS or k.startswith("utm_") or (len(value) >= 8 and is_opaque(value)):
+            continue  # (is_opaque holds for no value shorter than 8)
+        if "%" in value or "+" in value:
+            value = unquote_plus(value)
+        params.append((k, _query_value(value) if " " in value else value))
     params.sort()
     query = "&".join(f"{k}={v}" for k, v in params)
     out = f"{parts.scheme.lower()}://{host}{path}"
@@ -177,49 +172,33 @@ def _position(head: str) -> str:
     return ""
 
 
-_HEADS: dict[str, Location | None] = {}  # the locations of recent heads (a page is shown again and again)
-_MAX_HEADS = 512
-
-
-def _from_text(text: str) -> Location | None:
-    if text.find("://", 0, HEAD) < 0:
-        return None
-    head = text[:HEAD]
-    if head in _HEADS:
-        return _HEADS[head]
-    if len(_HEADS) >= _MAX_HEADS:
-        _HEADS.clear()
-    found = _HEADS[head] = _read_head(head)
-    return found
-
-
-def _read_head(head: str) -> Location | None:
+def _read_head(head: str, normalise: Callable[[str], str] = normalise_url) -> Location | None:
     position = _position(head)
     link = _LINK.search(head) if position and "](" in head else None
     if link is not None:  # a linked page and where on it the view is: "[title](url) ... 8% down"
-        page = normalise_url(link.group(2))
+        page = normalise(link.group(2))
     else:
         labelled = _LABELLED.search(head)
         if labelled is not None:
             target = labelled.group(1)
-            page = normalise_url(target) if "://" in target else target.rstrip("/.,;")
+            page = normalise(target) if "://" in target else target.rstrip("/.,;")
         else:
             first = head.split("\n", 1)[0]
             bare = _BARE.match(first) if len(first) <= 2100 and "://" in first else None
             if bare is None:
                 return None
-            page = normalise_url(bare.group(1))
+            page = normalise(bare.group(1))
     return Location(page, position, True)
 
 
-def _from_fields(values: Mapping[str, Any]) -> Location | None:
+def _from_fields(values: Mapping[str, Any], normalise: Callable[[str], str] = normalise_url) -> Location | None:
     """The location named by a mapping's ``url``-like (with a scheme) or ``path``-like
     field, with the position its position fields state (compared byte for byte)."""
     for keys, is_url in ((_URL_KEYS, True), (_PATH_KEYS, False)):
         for key in keys:
             value = values.get(key)
             if isinstance(value, str) and value.strip() and (not is_url or "://" in value):
-                page = normalise_url(value) if is_url else value.strip().rstrip("/")
+                page = normalise(value) if is_url else value.strip().rstrip("/")
                 return Location(page, _fields_position(values), False)
     return None
 
@@ -249,22 +228,76 @@ def _reads_only(args: Mapping[str, Any]) -> bool:
     return True
 
 
-def _from_arguments(args: Mapping[str, Any]) -> Location | None:
-    if len(args) > 8 or _TARGET_KEYS.isdisjoint(args) or not _reads_only(args):
-        return None
-    return _from_fields(args)
+def request_location(args: Any) -> Location | None:
+    """The location a request's arguments name (a mapping of up to eight arguments that
+    only says where to read, see :func:`location_of`), or None."""
+    return LocationReader().request(args)
+
+
+def result_location(parsed: Any, command: bool = False) -> Location | None:
+    """The location a result names itself (its head, or a JSON object's fields), or None;
+    ``command``: the call sends a command (its output is never a view)."""
+    return LocationReader().result(parsed, command)
 
 
 def location_of(args: Any, parsed: Any, command: bool = False) -> Location | None:
     """The location a call's result shows: named by the result or, failing that, by the
     request's arguments; None when neither names one. A command's output (``command``:
     the call sends a shell or terminal command) is a program's output, never a view."""
-    if type(parsed) is str:
-        found = _from_text(parsed) if parsed and not command else None
-    elif isinstance(parsed, Mapping) and len(parsed) <= 64:
-        found = None if _TARGET_KEYS.isdisjoint(parsed) else _from_fields(parsed)
-    else:
-        found = None
-    if found is None and isinstance(args, Mapping) and args:
-        found = _from_arguments(args)
-    return found
+    reader = LocationReader()
+    return reader.result(parsed, command) or reader.request(args)
+
+
+class LocationReader:
+    """:func:`result_location` and :func:`request_location` with bounded tables of what
+    they read last: the locations of recent heads of text results, and recent normalised
+    URLs (a page is shown and named again and again). One per engine; each table is
+    emptied when full."""
+
+    __slots__ = ("_heads", "_urls")
+
+    def __init__(self) -> None:
+        self._heads: dict[str, Location | None] = {}
+        self._urls: dict[str, str] = {}
+
+    def url(self, url: str) -> str:
+        """:func:`normalise_url`, remembered."""
+        urls = self._urls
+        done = urls.get(url)
+        if done is None:
+            if len(urls) >= _MAX_URLS:
+                urls.clear()
+            done = urls[url] = normalise_url(url)
+        return done
+
+    def head(self, head: str) -> Location | None:
+        """The location a text result's head names, remembered."""
+        heads = self._heads
+        if head in heads:
+            return heads[head]
+        if len(heads) >= _MAX_HEADS:
+            heads.clear()
+        found = heads[head] = _read_head(head, self.url)
+        return found
+
+    def result(self, parsed: Any, command: bool = False) -> Location | None:
+        """See :func:`result_location`."""
+        if type(parsed) is str:
+            if not parsed or command or parsed.find("://", 0, HEAD) < 0:
+                return None
+            return self.head(parsed[:HEAD])
+        if (type(parsed) is dict or isinstance(parsed, Mapping)) and len(parsed) <= 64 and (
+                not _TARGET_KEYS.isdisjoint(parsed)):
+            return _from_fields(parsed, self.url)
+        return None
+
+    def request(self, args: Any) -> Location | None:
+        """See :func:`request_location`."""
+        if args is None or not (type(args) is dict or isinstance(args, Mapping)) or not args or len(args) > 8 or (
+                _TARGET_KEYS.isdisjoint(args) or not _reads_only(args)):
+            return None
+        return _from_fields(args, self.url)
+
+
+_MAX_HEADS = 512
+_MAX_URLS = 4096

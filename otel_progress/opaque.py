@@ -32,15 +32,18 @@ _MAX_TOOLS = 16
 MASK = "<id>"
 
 
-def _classes(token: str) -> int:
-    """How often the character class (digit, lower, upper) changes along ``token``."""
+def _changes(token: str, enough: int) -> bool:
+    """Whether the character class (digit, lower, upper) changes at least ``enough`` times
+    along ``token`` (read only as far as that takes)."""
     changes, last = 0, 0
     for ch in token:
         kind = 1 if ch.isdigit() else 2 if ch.islower() else 3 if ch.isupper() else last
         if last and kind != last:
             changes += 1
+            if changes >= enough:
+                return True
         last = kind
-    return changes
+    return False
 
 
 def is_opaque(value: str) -> bool:
@@ -48,9 +51,9 @@ def is_opaque(value: str) -> bool:
     digit and a letter, a whole number of 10+ digits (an epoch time), or an identifier
     of 12+ characters whose character class (digit, lower, upper) changes 4 times or
     more (a base64 blob, a request id). Words, versions, dates and short numbers are
-    content."""
+    content, and so is a value with white space in it (words: a search query, a title)."""
     n = len(value)
-    if n < 8 or n > 4096:
+    if n < 8 or n > 4096 or " " in value:
         return False
     if value.isdigit():
         return n >= 10
@@ -58,7 +61,7 @@ def is_opaque(value: str) -> bool:
         return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
     if _UUID.fullmatch(value):
         return True
-    return n >= 12 and any(c.isalpha() for c in value) and _classes(value) >= 4
+    return n >= 12 and any(c.isalpha() for c in value) and _changes(value, 4)
 
 
 def _mask(match: re.Match[str]) -> str:

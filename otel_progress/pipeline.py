@@ -35,7 +35,7 @@ from .content import (
 )
 from .escalation import Attempts, handoff_note, nudge_text
 from .generic import bare_acknowledgement, uninformative_failure
-from .location import location_of
+from .location import Location, LocationReader
 from .model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
 from .opaque import OpaqueText
 from .signals import CallFacts, Signal, Step
@@ -57,10 +57,16 @@ _MEMO_ENTRIES = 1024  # ... this many of each
 _MEMO_JSON = 4096  # JSON results of a tool whose results are always stripped, up to this size ...
 _MEMO_JSON_ENTRIES = 256  # ... this many (they are kept parsed)
 _MAX_LEARN_KEYS = 32  # results with more top-level keys are never learned from (content.ResultMemory)
+_MEMO_MESSAGE = 16384  # failures whose message is up to this size are remembered ...
+_MEMO_ERRORS = 256  # ... this many
 _TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may decode (not plain text)
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
+#: What a request's arguments determine (Pipeline._request): the parsed arguments, the
+#: command, the request digest, the action digest, whether it waits on purpose, and the
+#: location the request names.
+_Request = tuple[Any, str | None, int, int | None, bool, Location | None]
 _FULL, _ARGUMENTS, _NAMES = "full", "arguments", "names"  # ToolCall.evidence_level
 
 
@@ -251,9 +257,11 @@ class Pipeline:
         self._tools: dict[str, _Tool] = {}
         # What argument texts (per tool) and plain-text results alone determine, for the
         # texts seen recently (bounded: emptied when full; see _request, _text_result).
-        self._requests: dict[tuple[str, str], tuple[Any, str | None, int, int | None, bool]] = {}
+        self._requests: dict[tuple[str, str], _Request] = {}
         self._texts: dict[str, tuple[int, bool, bool, bool]] = {}
         self._json_results: dict[str, tuple[bytes, Any]] = {}
+        self._errors: dict[tuple[str, str | None, str | None], tuple[str, bool]] = {}
+        self._locations = LocationReader()  # (with its tables of recent heads and URLs)
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
             partial(may_be_waiting, waiting=waiting) if config.implicit_waits else None
@@ -303,9 +311,9 @@ class Pipeline:
                     memo[(name, arguments)] = request
             else:
                 request = self._request(name, arguments, call_prefix, action_prefix)
-            args, command, call_digest, args_action, waits = request
+            args, command, call_digest, args_action, waits, where = request
         else:
-            args = command = args_action = None
+            args = command = args_action = where = None
             waits = False
             call_digest = d.digest(call_prefix)
         repeated = False
@@ -348,11 +356,11 @@ class Pipeline:
             parsed = result
             ack = acked and not call.error
             if run is not None and not call.error:
-                same_as = self._opaque_text(run, name, call_digest, result)
+                same_as = (run.opaque or self._opaque(run)).text_to_digest(name, call_digest, result)
                 if same_as is not None:
                     result_digest = self._text_result(same_as)[0]
             if run is not None and not empty and not call.error:
-                located = location_of(args, parsed, command is not None)
+                located = self._locations.result(parsed, command is not None) or where
                 looked = True
                 if located is None or not located.view:  # (a view is judged at its location)
                     incidental = self.memory(run).reworded(name, call_digest, parsed)
@@ -363,7 +371,7 @@ class Pipeline:
         place: int | None = None
         if run is not None and result_digest is not None and not empty and not call.error:
             if not looked:
-                located = location_of(args, parsed, command is not None)
+                located = self._locations.result(parsed, command is not None) or where
             if located is not None:
                 views = run.views
                 if views is None:
@@ -372,8 +380,8 @@ class Pipeline:
         error: int | None = None
         if call.error:
             message = call.error_message
-            text = error_signature_text(name, call.error_type, message)
-            if uninformative_failure(message, call.error_type, name):
+            text, generic = self._failure(name, call.error_type, message)
+            if generic:
                 # A failure whose message says nothing about it (none, "Shell command
                 # failed", "timed out"): the request is all that tells it from other
                 # failures of the tool (each failing command its own signature), and an
@@ -415,23 +423,39 @@ class Pipeline:
             facts.place = place
         return facts
 
+    def _failure(self, name: str, error_type: str | None, message: str | None) -> tuple[str, bool]:
+        """A failure's error signature text, and whether its message says nothing about it
+        (generic.py); both functions of the tool, type and message alone, remembered for
+        the failures seen last (an agent stuck on a failure sends it again and again)."""
+        if message is not None and len(message) > _MEMO_MESSAGE:
+            return error_signature_text(name, error_type, message), uninformative_failure(message, error_type, name)
+        memo = self._errors
+        key = (name, error_type, message)
+        failure = memo.get(key)
+        if failure is None:
+            failure = (error_signature_text(name, error_type, message),
+                       uninformative_failure(message, error_type, name))
+            if len(memo) >= _MEMO_ERRORS:
+                memo.clear()
+            memo[key] = failure
+        return failure
+
     @staticmethod
-    def _opaque_text(run: RunState, name: str, request: int, text: str) -> str | None:
-        """The text to digest in place of a plain-text answer whose tool was learned to
-        carry opaque tokens in it (opaque.py), or None."""
-        opaque = run.opaque
-        if opaque is None:
-            opaque = run.opaque = OpaqueText()
-        return opaque.text_to_digest(name, request, text)
+    def _opaque(run: RunState) -> OpaqueText:
+        """The run's table of the tools whose plain-text answers carry opaque tokens (made
+        when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
+        place of such an answer, or None."""
+        opaque = run.opaque = OpaqueText()
+        return opaque
 
     def _request(self, name: str, arguments: Any, call_prefix: bytes,
-                 action_prefix: bytes | None) -> tuple[Any, str | None, int, int | None, bool]:
+                 action_prefix: bytes | None) -> _Request:
         """What a call's arguments alone determine (:meth:`facts` keeps it for argument
         texts that came back before: agents repeat themselves): the parsed arguments, the
         command they carry, the request digest (name and canonical arguments), the digest
         of the normalised action (None when the state signature is off, or the name cannot
-        be normalised: :meth:`facts` then fails where it needs it) and whether the command
-        waits on purpose."""
+        be normalised: :meth:`facts` then fails where it needs it), whether the command
+        waits on purpose, and the location the request names (location.py)."""
         args = parse_json_value(arguments)
         try:  # d.arguments(args), without its second look at the already parsed value
             args_bytes = orjson.dumps(args, option=_SORT)
@@ -450,7 +474,8 @@ class Pipeline:
             else:
                 action = hash(normalise_action(name, args)) & _MASK
         waits = command is not None and is_deliberate_wait(command)
-        return args, command, self.digester.digest(call_prefix + args_bytes), action, waits
+        return (args, command, self.digester.digest(call_prefix + args_bytes), action, waits,
+                self._locations.request(args))
 
     def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,
                 result: Any) -> tuple[int, Any, bool, bool, bool, bool]:
@@ -478,7 +503,7 @@ class Pipeline:
             if run.memory is not None or opaque:  # (has_opaque(parsed), computed once)
                 result_bytes = self._learned(self.memory(run), name, request, parsed, result_bytes, opaque)
         elif run is not None and type(parsed) is str and not error:
-            same_as = self._opaque_text(run, name, request, parsed)  # (plain text with opaque tokens)
+            same_as = (run.opaque or self._opaque(run)).text_to_digest(name, request, parsed)  # (opaque tokens)
             if same_as is not None:
                 result_bytes = d.result(same_as, name)[0]
         empty = is_empty(parsed)

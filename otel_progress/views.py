@@ -17,15 +17,13 @@ earlier answer at that location, not only the tool's last one:
   and opaque tokens left out), its numbers, and the same per line, leaving out short
   layout headings (a line ending in ``:``). A word counts as said at the location when
   it was, or differs from one that was by a single letter added, dropped or changed (a
-  mis-transcription), or when the run's answers used it at two or more other locations
-  (the transcriber's own vocabulary, a site's navigation: it tells nothing about this
-  place). The answer is **the same** as what the location already showed when (1) fewer
-  of its words are new than were said there already, and (2) no line of it is mostly
-  new: a line whose new words are at least as many as its known ones is new content (a
-  panel that opened, a status that changed, a log line, a new search hit). Numbers count
-  only when the request is the one that produced the location's last answer (a poll:
-  there a moved counter is progress, as seed 000 says); reached by any other request, a
-  ticking counter or a relative time is not news.
+  mis-transcription). The answer is **the same** as what the location already showed
+  when (1) fewer of its words are new than were said there already, and (2) no line of
+  it is mostly new: a line whose new words are at least as many as its known ones is new
+  content (a panel that opened, a status that changed, a log line, a new search hit).
+  Numbers count only when the request is the one that produced the location's last
+  answer (a poll: there a moved counter is progress, as seed 000 says); reached by any
+  other request, a ticking counter or a relative time is not news.
 * **Anything else at a location** (a JSON record, a file named by the request) is
   compared byte for byte: a one-line edit of a file is new.
 
@@ -42,6 +40,13 @@ of new words does too. The cost of a wrong "same" is bounded by the signals' own
 thresholds (a repeat of the identical request, four steps with nothing new, three
 revisits); the cost of a wrong "new" is a loop seen later.
 
+Cost: an answer is read once (its words and token set, from one split of its UTF-8
+bytes), and only when there is something to compare it with; the comparison takes each
+step only when the cheaper ones before cannot decide: the count of new words, then only
+the lines holding two new words or more (found by searching the text for the new
+words), and the one-letter-off look only for the words of such a line that could still
+change its verdict, among the location's words of the same length.
+
 Memory is bounded: 32 locations per run (the oldest forgotten), 4,096 words and 64
 answer digests per location, the first 16 KB of each answer sketched.
 """
@@ -49,9 +54,9 @@ answer digests per location, the first 16 KB of each answer sketched.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import accumulate
+from collections.abc import Set as AbstractSet
+from itertools import chain, groupby
 from typing import Any
 
 from .location import Location
@@ -129,14 +134,16 @@ class Sketch:
         self.text = body
         self.raw = raw  # byte for byte aligned with ``text`` (to tell a layout heading)
         self.tokens = tokens
-        self.words = set(filter(bytes.isalpha, tokens)) - _IGNORED
+        words = {t for t in tokens if t.isalpha()}
+        words -= _IGNORED
+        self.words = words
         self._numbers: set[bytes] | None = None
 
     @property
     def numbers(self) -> set[bytes]:
         numbers = self._numbers
         if numbers is None:
-            numbers = self._numbers = set(filter(bytes.isdigit, self.tokens))
+            numbers = self._numbers = {t for t in self.tokens if t.isdigit()}
         return numbers
 
 
@@ -155,17 +162,22 @@ def _one_edit(a: bytes, b: bytes) -> bool:
 
 
 class _Place:
-    """What one location showed: its words (joined in one text when a word is first
-    looked up one letter off), numbers, answer digests, its representative and the
-    request of its last answer."""
+    """What one location showed: its words (and, once a word is first looked up one letter
+    off, the same words joined per length), numbers, answer digests, its representative
+    and the request of its last answer."""
 
-    __slots__ = ("_joined", "_numbers", "digests", "pending", "representative", "request", "unnumbered", "words")
+    __slots__ = ("_by_length", "_numbers", "_unjoined", "digests", "pending", "representative", "request",
+                 "unnumbered", "words")
 
     def __init__(self, representative: int, request: int) -> None:
         self.words: set[bytes] = set()
         self._numbers: set[bytes] = set()
         self.unnumbered: list[Sketch] = []  # answers whose numbers are not merged yet
-        self._joined: bytes | None = None  # b"\n" + the words joined by b"\n" + b"\n"
+        # per word length: b"\n" + the words of that length joined by b"\n" + b"\n" (made
+        # when a word is first looked up one letter off; the words added since then wait
+        # in _unjoined)
+        self._by_length: dict[int, bytes] | None = None
+        self._unjoined: list[set[bytes]] = []  # (the words added since, to join)
         self.digests: set[int] = {representative}
         self.representative = representative
         self.request = request
@@ -174,8 +186,9 @@ class _Place:
     def add(self, sk: Sketch) -> None:
         words = self.words
         if len(words) < _MAX_WORDS and not sk.words <= words:
+            if self._by_length is not None:
+                self._unjoined.append(sk.words - words)
             words |= sk.words
-            self._joined = None
         if len(self.unnumbered) < _MAX_DIGESTS:
             self.unnumbered.append(sk)
 
@@ -188,33 +201,45 @@ class _Place:
             self.unnumbered.clear()
         return self._numbers
 
+    def _joined(self) -> dict[int, bytes]:
+        """The words joined per length (see ``_by_length``), up to date."""
+        by_length = self._by_length
+        if by_length is None:
+            by_length = self._by_length = {}
+            self._unjoined = [self.words]
+        if self._unjoined:
+            for n, group in groupby(sorted(chain.from_iterable(self._unjoined), key=len), len):
+                by_length[n] = by_length.get(n, b"\n") + b"\n".join(group) + b"\n"
+            self._unjoined = []
+        return by_length
+
     def near(self, word: bytes) -> bool:
         """Whether a word not said here differs from one that was by one letter added,
         dropped or changed (a mis-transcription). A word one letter off another keeps one
-        of its halves: the words sharing a half are found by searching the joined words."""
+        of its halves: the words of each length sharing a half are found by searching the
+        words of that length, joined."""
         n = len(word)
         if n < _FUZZY_MIN:
             return False
-        joined = self._joined
-        if joined is None:
-            joined = self._joined = b"\n" + b"\n".join(self.words) + b"\n"
+        by_length = self._joined()
         for m in (n - 1, n, n + 1):
+            joined = by_length.get(m)
+            if joined is None:
+                continue
             h = m // 2
             head = b"\n" + word[:h]
             at = joined.find(head)
             while at >= 0:
-                end = joined.find(b"\n", at + 1)
-                if end - at - 1 == m and _one_edit(word, joined[at + 1:end]):
+                if _one_edit(word, joined[at + 1:at + 1 + m]):
                     return True
-                at = joined.find(head, at + 1)
+                at = joined.find(head, at + 1 + m)
             tail = word[n - (m - h):] + b"\n"
             at = joined.find(tail)
             while at >= 0:
                 end = at + len(tail) - 1
-                start = joined.rfind(b"\n", 0, at) + 1
-                if end - start == m and _one_edit(word, joined[start:end]):
+                if _one_edit(word, joined[end - m:end]):
                     return True
-                at = joined.find(tail, at + 1)
+                at = joined.find(tail, end + 1)
         return False
 
 
@@ -259,58 +284,82 @@ class Views:
         place.representative = digest
         return digest, _state(key, digest)
 
+
+_NONE: frozenset[bytes] = frozenset()
+
+
 def _same(place: _Place, sk: Sketch, poll: bool, fuzzy: bool = True) -> bool:
     """Whether an answer's sketch shows nothing new at ``place`` (see the module docstring);
-    ``fuzzy``: a word one letter off a known one counts as known (a transcription). That
-    look is the costly part, so it is taken only for the words that would decide: those
-    of a line that would otherwise be new content."""
+    ``fuzzy``: a word one letter off a known one counts as known (a transcription). Each
+    step is taken only when the ones before cannot decide: the share of new words, then
+    the lines holding two new words or more (found by searching the text for the new
+    words), each judged by :func:`_new_line`."""
     new = sk.words - place.words
-    new_numbers = (sk.numbers - place.numbers) if poll else set()
-    total = len(sk.words) + (len(sk.numbers) if poll else 0)
-    if not new and not new_numbers:
-        return True
+    new_numbers = (sk.numbers - place.numbers) if poll else _NONE
     fresh = len(new) + len(new_numbers)
     if not fresh:
         return True
+    total = len(sk.words) + (len(sk.numbers) if poll else 0)
     if fresh >= total - fresh:
         return False  # more of it is new than was said here already
-    # The lines holding a new word or number, found by searching the text for them.
+    news = (new | new_numbers) if poll else new
     text = sk.text
-    body_lines = text.split(b"\n")
-    ends = list(accumulate(len(line) + 1 for line in body_lines))  # where each line ends
-    lines: set[int] = set()
-    for token in new | new_numbers:
+    seen: set[int] = set()  # the starts of the lines looked at
+    for token in news:
         at = text.find(token)
         while at >= 0:
-            lines.add(bisect_right(ends, at))
-            at = text.find(token, at + len(token))
-    if not lines:
-        return True
-    raw = sk.raw
-    for i in sorted(lines):
-        tokens = body_lines[i].split()
-        end = ends[i] - 1
-        raw_line = raw[end - len(body_lines[i]):end]  # (the text is byte for byte aligned with it)
-        if len(tokens) <= _HEADING_MAX and _COLON.search(raw_line):
-            continue  # a layout heading ("Top Bar:", "Here is the text of the page:")
-        for part in (_split_long(body_lines[i], raw_line) if len(tokens) > _LONG_LINE else (tokens,)):
-            distinct = set(part)
-            content = set(filter(bytes.isalpha, distinct)) - _IGNORED
-            unknown = content & new
-            if fuzzy and len(unknown) >= _LINE_MIN_NEW:
-                unknown = {w for w in unknown if not place.near(w)}
-            n = len(unknown)
-            k = len(content) - n
-            if poll:
-                numbers = set(filter(bytes.isdigit, distinct))
-                m = len(numbers & new_numbers)
-                # (a token of letters and digits is a piece of an identifier: noise, not news)
-                mixed = len(distinct) - len(numbers) - sum(1 for t in distinct if t.isalpha())
-                n += m
-                k += len(numbers) - m + mixed
-            if n >= _LINE_MIN_NEW and n >= k:
-                return False  # a line of new content
+            start = text.rfind(b"\n", 0, at) + 1
+            end = text.find(b"\n", at)
+            if end < 0:
+                end = len(text)
+            if start not in seen:
+                seen.add(start)
+                line = text[start:end]
+                tokens = line.split()
+                if len(news.intersection(tokens)) >= _LINE_MIN_NEW and _new_line(
+                        place, line, sk.raw[start:end], tokens, new, new_numbers, poll, fuzzy):
+                    return False
+            at = text.find(token, end)
     return True
+
+
+def _new_line(place: _Place, body: bytes, raw: bytes, tokens: list[bytes], new: AbstractSet[bytes],
+              new_numbers: AbstractSet[bytes], poll: bool, fuzzy: bool) -> bool:
+    """Whether one line (``body``: as tokens, ``raw``: as written) is new content at
+    ``place``: not a short layout heading, and (for a long line, each of its sentences
+    apart) with at least two new words or numbers and no fewer than the known ones. A
+    word one letter off a known one is looked up only while the count is undecided."""
+    if len(tokens) <= _HEADING_MAX and _COLON.search(raw):
+        return False  # a layout heading ("Top Bar:", "Here is the text of the page:")
+    for part in (_split_long(body, raw) if len(tokens) > _LONG_LINE else (tokens,)):
+        distinct = set(part)
+        content = {t for t in distinct if t.isalpha()}
+        # n new against k known: new content when n >= 2 and n >= k, that is 2n >= n + k,
+        # where n counts its unknown words (less those one letter off a known word) and, in
+        # a poll, its new numbers, and n + k all its words and, in a poll, all its other
+        # tokens (numbers, and mixed tokens: pieces of identifiers, noise, not news)
+        size = len(distinct) - len(content) if poll else 0
+        content -= _IGNORED
+        size += len(content)
+        unknown = content & new
+        n = len(unknown)
+        if poll:
+            n += len({t for t in distinct if t.isdigit()} & new_numbers)
+        if n < _LINE_MIN_NEW or 2 * n < size:
+            continue  # (not new content even before a word is found one letter off)
+        if fuzzy and len(unknown) >= _LINE_MIN_NEW:
+            left = len(unknown)
+            for w in unknown:
+                if n - left >= _LINE_MIN_NEW and 2 * (n - left) >= size:
+                    break  # new content whatever the words left are
+                left -= 1
+                if place.near(w):
+                    n -= 1
+                    if n < _LINE_MIN_NEW or 2 * n < size:
+                        break  # not new content whatever the words left are
+        if n >= _LINE_MIN_NEW and 2 * n >= size:
+            return True
+    return False
 
 
 def _split_long(body: bytes, raw: bytes) -> list[list[bytes]]:

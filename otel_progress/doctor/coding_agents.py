@@ -99,6 +99,8 @@ class AgentStatus:
     configured: bool
     version: str | None = None
     version_note: str = ""
+    #: whether this agent's compactions reach otel-progress with these settings, and how
+    compaction: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -226,6 +228,28 @@ VERSION_NOTES: Mapping[str, tuple[tuple[str, ...], tuple[tuple[Version, str], ..
 }
 
 
+def _compaction(agent: str, env: Mapping[str, str], settings: Mapping[str, Any], level: str) -> str:
+    """Whether the agent's compactions are visible with these settings (docs/coding-agents.md,
+    *Compaction*): the boundary otel-progress needs for its compaction rules."""
+    if level == OFF:
+        return "not visible: no telemetry is exported"
+    if agent == "Claude Code":
+        env = {**env, **(settings.get("env") or {})}
+        if _exporter(env, "LOGS"):
+            return "visible: claude_code.compaction log events (with every telemetry setting)"
+        return ("visible in the beta traces only (the summariser's claude_code.llm_request span); set"
+                " OTEL_LOGS_EXPORTER=otlp for the claude_code.compaction log events")
+    if agent == "Gemini CLI":
+        return "visible: gemini_cli.chat_compression log events (its traces carry no compaction marker)"
+    if agent == "Codex CLI":
+        return ("not visible: Codex logs no compaction (only the codex.task.compact metric), so a re-read after"
+                " one is judged as any re-read and compaction_livelock cannot fire")
+    if agent == "Qwen Code":
+        return ("not read: qwen-code.chat_compression is logged before Qwen knows whether the summary was used,"
+                " so it cannot tell an applied compaction from a failed one")
+    return ""
+
+
 def _version_note(agent: str, version: Version | None) -> str:
     tested, notes = VERSION_NOTES.get(agent, ((), ()))
     if version is None or not tested:
@@ -304,7 +328,8 @@ def agent_statuses(environ: Mapping[str, str], cwd: Path | None = None) -> list[
         parsed = _version(version)
         level, detail = agent.level(environ, settings, parsed)
         out.append(AgentStatus(agent.name, level, detail, LOST[level], "" if level == FULL else agent.fix,
-                               binary is not None, configured, version, _version_note(agent.name, parsed)))
+                               binary is not None, configured, version, _version_note(agent.name, parsed),
+                               _compaction(agent.name, environ, settings, level)))
     return out
 
 

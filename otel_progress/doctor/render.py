@@ -91,6 +91,8 @@ def render_text(report: DoctorReport) -> str:
         for a in report.coding_agents:
             lines.append(f"  {a.level:<9} {a.agent}: {a.detail}")
             lines.append(f"            at this level: {a.lost}")
+            if a.compaction:
+                lines.append(f"            compactions: {a.compaction}")
             if a.fix:
                 lines.append(f"            for more: {a.fix}")
     if report.command is not None:

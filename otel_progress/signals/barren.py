@@ -18,8 +18,10 @@ class _State:
 
     def __init__(self) -> None:
         self.barren = 0
-        self.recent: list[str] = []  # the run's last plain-text answers (references)
-        self.sketches: dict[int, tuple[str, Sketch]] = {}  # id -> (text, its sketch), for recent texts
+        # the run's last plain-text answers (references), and the sketches of recent texts
+        # (both made when first needed: most runs of JSON results never need them)
+        self.recent: list[str] | tuple[()] = ()
+        self.sketches: dict[str, Sketch] | None = None
         # an answer that ended a streak and may only look new: (the streak it ended, its
         # texts, the recent answers before it), judged if the next judged step is barren
         self.held: tuple[int, list[str], list[str]] | None = None
@@ -69,6 +71,8 @@ class BarrenSignal(Signal):
     @staticmethod
     def _remember(state: _State, texts: list[str]) -> None:
         recent = state.recent
+        if type(recent) is tuple:
+            recent = state.recent = []
         recent.extend(texts)
         if len(recent) > _RECENT:
             del recent[:-_RECENT]
@@ -86,21 +90,26 @@ class BarrenSignal(Signal):
     @staticmethod
     def _only_repeats(state: _State, texts: list[str], before: list[str]) -> bool:
         """Whether every text says nothing the answers before it did not (sketched now,
-        each once: this is asked only when a streak resumes right after such an answer)."""
+        each text once while it is recent: this is asked only when a streak resumes right
+        after such an answer, and an answer judged now is one the next judgement reads)."""
         if not before:
             return False
         cache = state.sketches
-        earlier = []
-        for text in before:
-            known = cache.get(id(text))
-            if known is None or known[0] is not text:
-                known = cache[id(text)] = (text, Sketch(text))
-            earlier.append(known[1])
+        if cache is None:
+            cache = state.sketches = {}
         if len(cache) > 4 * _RECENT:
-            keep = {id(t) for t in state.recent}
-            for k in [k for k in cache if k not in keep]:
-                del cache[k]
-        return all(only_repeats(Sketch(t), earlier) for t in texts)
+            keep = set(state.recent)
+            for text in [t for t in cache if t not in keep]:
+                del cache[text]
+
+        def sketch(text: str) -> Sketch:
+            known = cache.get(text)
+            if known is None:
+                known = cache[text] = Sketch(text)
+            return known
+
+        earlier = [sketch(text) for text in before]
+        return all(only_repeats(sketch(text), earlier) for text in texts)
 
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if step.exempt:
@@ -126,7 +135,8 @@ class BarrenSignal(Signal):
             state.held = ((state.barren, texts, list(state.recent))
                           if state.barren and texts and self._may_only_look_new(step, run) else None)
             state.barren = 0
-            self._remember(state, texts)
+            if texts:
+                self._remember(state, texts)
             return None
         if step.partial:
             return None  # an equal size or truncated preview does not prove nothing new
@@ -137,7 +147,8 @@ class BarrenSignal(Signal):
             state.held = None
             if self._only_repeats(state, held[1], held[2]):
                 state.barren = held[0]  # it only looked new: neutral, the streak goes on
-        self._remember(state, texts)
+        if texts:
+            self._remember(state, texts)
         state.barren += 1
         if state.barren < self.config.barren_threshold:
             return None

@@ -18,7 +18,7 @@ class RevisitState:
     __slots__ = ("current", "revisits", "seen")
 
     def __init__(self) -> None:
-        self.seen: dict[Any, None] = {}  # insertion-ordered set of state digests
+        self.seen: dict[Any, None] | None = None  # insertion-ordered set of state digests (made when first needed)
         self.current: Any = None
         self.revisits = 0
 
@@ -31,6 +31,8 @@ def revisited(state: RevisitState, digest: Any) -> bool:
         return False
     state.current = digest
     seen = state.seen
+    if seen is None:
+        seen = state.seen = {}
     if digest in seen:
         state.revisits += 1
         return True

@@ -162,3 +162,23 @@ def test_a_coding_cli_user_is_never_told_to_set_otel_logs_exporter_none() -> Non
                if f.topic == "sdk" and "EXPORTER" in f.message]
     assert for_cli and all("=none" not in fix for fix in for_cli), for_cli
     assert all("opentelemetry-exporter-otlp" in fix for fix in for_cli)
+
+
+def test_doctor_says_whether_each_agents_compactions_are_visible(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text('[otel]\nexporter = "otlp-http"\n')
+    env = {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), **CLAUDE_ON, "GEMINI_TELEMETRY_ENABLED": "true",
+           "QWEN_TELEMETRY_ENABLED": "true"}
+    got = {s.agent: s.compaction for s in agent_statuses({**BASE, **env}, cwd=tmp_path)}
+    assert got["Claude Code"].startswith("visible: claude_code.compaction")
+    assert got["Gemini CLI"].startswith("visible: gemini_cli.chat_compression")
+    assert got["Codex CLI"].startswith("not visible") and "compaction_livelock cannot fire" in got["Codex CLI"]
+    assert got["Qwen Code"].startswith("not read")
+    traces_only = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_TRACES_EXPORTER": "otlp"}
+    (claude,) = agent_statuses({**BASE, "HOME": str(home), **traces_only}, cwd=tmp_path)[:1]
+    assert "beta traces only" in claude.compaction and "OTEL_LOGS_EXPORTER=otlp" in claude.compaction
+    (off,) = agent_statuses({**BASE, "CLAUDE_CODE_ENABLE_TELEMETRY": "0"}, cwd=tmp_path)
+    assert off.compaction.startswith("not visible: no telemetry")
+    text = doctor(env=clean_env(**CLAUDE_ON)).stdout
+    assert "compactions: visible: claude_code.compaction" in text

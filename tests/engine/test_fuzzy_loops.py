@@ -215,6 +215,12 @@ def test_opaque_tokens() -> None:
     assert mask_opaque("version 1.2.3, port 8080, issue #22669") == "version 1.2.3, port 8080, issue #22669"
     assert normalise_url("https://Example.org/a/?utm_source=x&gclid=1&id=42&s=E9B3A9846D0F4C87BF#") == (
         "https://example.org/a?id=42")
+    # a search query is words, never an opaque token, however its capitals fall: two searches
+    # are two locations (the same words in another order are one)
+    assert not is_opaque("Elizabeth movie availability on Netflix US")
+    first = normalise_url("https://www.bing.com/search?q=Elizabeth+movie+availability+on+Netflix+US")
+    assert first == normalise_url("https://bing.com/search?q=Netflix%20US%20Elizabeth%20movie%20availability")
+    assert first != normalise_url("https://www.bing.com/search?q=Elizabeth+movie+availability+on+Hulu")
 
 
 # -- 5. argument-free navigation answered by a bare acknowledgement ------------------------------------
