@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .ai_sdk import AISDKConvention
-from .base import COMPACTED_CONTEXT, COMPACTION, SpanConvention, ToolContent
+from .base import COMPACTED_CONTEXT, COMPACTION, CallLinks, SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .gemini_cli import GeminiCliConvention
@@ -47,6 +47,7 @@ __all__ = [
     "MARKER_BYTES",
     "MARKER_KEYS",
     "MARKER_NAME_PREFIXES",
+    "CallLinks",
     "SpanConvention",
     "SpanKind",
     "SpanRecord",
@@ -59,6 +60,7 @@ __all__ = [
     "is_group_key",
     "is_nested",
     "own_trace",
+    "read_call_links",
     "read_compaction",
     "read_tokens",
     "read_tool",
@@ -122,6 +124,7 @@ _TOOL_READERS = _overrides("read_tool")
 _TOKEN_READERS = _overrides("read_tokens")
 _AGENT_READERS = _overrides("agent_name")
 _COMPACTION_READERS = _overrides("read_compaction")
+_LINK_READERS = _overrides("read_call_links")
 
 
 def classify(span: SpanRecord) -> SpanKind:
@@ -216,3 +219,17 @@ def read_compaction(span: SpanRecord) -> str | None:
         if mark is not None:
             return mark
     return None
+
+
+def read_call_links(span: SpanRecord) -> CallLinks:
+    """The tool-call ids that link the span to others (its own call id on a tool span; the
+    calls requested and the results given on a model span): the first convention that
+    knows; empty links when none does."""
+    for convention in _LINK_READERS:
+        try:
+            links = convention.read_call_links(span)
+        except Exception:
+            continue
+        if links is not None:
+            return links
+    return CallLinks()

@@ -20,18 +20,25 @@ Every span carries ``ai.operationId``, written whatever the recording settings (
   ``completionTokens`` (4), else ``ai.usage.totalTokens`` / ``ai.usage.tokens``; the same
   spans also carry ``gen_ai.usage.*``.
 * ``ai.toolCall``: one tool execution. ``ai.toolCall.name``, ``ai.toolCall.id`` (the
-  model's call id, new every call: never read), ``ai.toolCall.args`` =
+  model's call id, new every call: never part of the call, read only for the replay's
+  causal order, see below), ``ai.toolCall.args`` =
   ``JSON.stringify(input)``, ``ai.toolCall.result`` = ``JSON.stringify(output)`` (so a
   string result arrives JSON-encoded, ``'"0 results"'``, and is decoded); the AI SDK 5
   betas named them ``ai.toolCall.input`` / ``ai.toolCall.output`` (read in 5.0.0-beta.1
   ``dist/index.mjs``), read when the others are absent. Both are recorded only while
   ``recordOutputs`` is on (the default). A failed tool sets the span
   status ERROR with an ``exception`` event.
+
+The JavaScript SDK stamps a span's start in whole milliseconds, so a model call and the
+tool calls around it often start in the same millisecond. The call ids order them
+(:meth:`AISDKConvention.read_call_links`): a model call's ``ai.response.toolCalls`` name
+the calls it requested (each ``toolCallId``), the ``tool-result`` parts of its
+``ai.prompt.messages`` the calls whose results it was given.
 """
 
 from __future__ import annotations
 
-from .base import SpanConvention, ToolContent, as_text, first_text
+from .base import CallLinks, SpanConvention, ToolContent, as_text, call_ids, first_text
 from .genai import tokens_from
 from .openllmetry import json_text
 from .record import SpanKind, SpanRecord
@@ -49,6 +56,8 @@ MODEL_SUFFIXES = (".doGenerate", ".doStream", ".doEmbed")
 _USAGE_PAIRS = (("ai.usage.inputTokens", "ai.usage.outputTokens"),
                 ("ai.usage.promptTokens", "ai.usage.completionTokens"))
 _USAGE_TOTALS = ("ai.usage.totalTokens", "ai.usage.tokens")
+#: The prompt parts that give a model call a tool's result (``ai.prompt.messages``).
+_RESULT_PARTS = frozenset({"tool-result"})
 
 
 def _operation(span: SpanRecord) -> str | None:
@@ -87,6 +96,16 @@ class AISDKConvention(SpanConvention):
         if op is None or not op.endswith(MODEL_SUFFIXES):
             return None
         return tokens_from(span.attributes, _USAGE_PAIRS, _USAGE_TOTALS)
+
+    def read_call_links(self, span: SpanRecord) -> CallLinks | None:
+        op = _operation(span)
+        if op == TOOL_CALL:
+            return CallLinks(own=first_text(span.attributes, "ai.toolCall.id"))
+        if op is None or not op.endswith(MODEL_SUFFIXES):
+            return None
+        a = span.attributes
+        return CallLinks(produced=call_ids(a.get("ai.response.toolCalls"), "toolCallId"),
+                         seen=call_ids(a.get("ai.prompt.messages"), "toolCallId", _RESULT_PARTS))
 
     def agent_name(self, span: SpanRecord) -> str | None:
         if _operation(span) not in AGENT_OPERATIONS:

@@ -1,13 +1,15 @@
 """The reader interface every span convention implements, and the value helpers they share.
 
 A convention (one module per instrumentation: OpenTelemetry GenAI, OpenInference,
-OpenLLMetry, ...) answers five questions about a :class:`~otel_progress.spans.SpanRecord`:
+OpenLLMetry, ...) answers six questions about a :class:`~otel_progress.spans.SpanRecord`:
 what the span is (:meth:`SpanConvention.classify`), which tool call it records
 (:meth:`SpanConvention.read_tool`), how many tokens a model call used
 (:meth:`SpanConvention.read_tokens`), which agent an agent span runs
-(:meth:`SpanConvention.agent_name`) and whether it marks a context compaction
-(:meth:`SpanConvention.read_compaction`). Each answers ``None`` for "not mine / not known", so
-the registry (:mod:`otel_progress.conventions`) can ask them in order.
+(:meth:`SpanConvention.agent_name`), whether it marks a context compaction
+(:meth:`SpanConvention.read_compaction`) and which tool-call ids link it to other spans
+(:meth:`SpanConvention.read_call_links`: the replay's causal order). Each answers
+``None`` for "not mine / not known", so the registry (:mod:`otel_progress.conventions`) can
+ask them in order.
 
 Every method must be total: attribute values arrive from other people's code and from the
 wire (lists where a string is expected, bytes, maps, huge integers, NaN), and nothing here
@@ -26,10 +28,12 @@ from .record import SpanKind, SpanRecord
 __all__ = [
     "COMPACTED_CONTEXT",
     "COMPACTION",
+    "CallLinks",
     "SpanConvention",
     "ToolContent",
     "as_number",
     "as_text",
+    "call_ids",
     "decode_json",
     "event_attributes",
     "first_text",
@@ -61,6 +65,16 @@ class ToolContent(NamedTuple):
     truncated: bool = False
     #: ``False``: the call never ran (denied or awaiting approval before execution)
     executed: bool = True
+
+
+class CallLinks(NamedTuple):
+    """The tool-call ids that link a span to others (:meth:`SpanConvention.read_call_links`):
+    a tool span's own call id; the calls a model call requested (``produced``: its response)
+    and those whose results it was given (``seen``: its prompt)."""
+
+    own: str | None = None
+    produced: frozenset[str] = frozenset()
+    seen: frozenset[str] = frozenset()
 
 
 class SpanConvention:
@@ -107,6 +121,12 @@ class SpanConvention:
         :data:`COMPACTED_CONTEXT` when it works on a compacted context, else ``None``."""
         return None
 
+    def read_call_links(self, span: SpanRecord) -> CallLinks | None:
+        """The tool-call ids of a tool span (its own) or a model span (those it requested,
+        those whose results it was given), or ``None``. Asked only where the clock cannot
+        order two spans (see :mod:`otel_progress.runs.causal`)."""
+        return None
+
 
 # -- value helpers (total: never raise) -----------------------------------------------
 
@@ -150,6 +170,26 @@ def as_number(value: Any) -> float | None:
 
 
 _MAX_DECODE = 4 * 1024 * 1024
+
+
+def call_ids(value: Any, key: str, part_types: frozenset[str] = frozenset(), limit: int = 4096) -> frozenset[str]:
+    """The tool-call ids in a JSON value (decoded, or a JSON string): the text value of
+    ``key`` of every object in it whose ``type`` is one of ``part_types`` (of every object
+    when ``part_types`` is empty). At most ``limit`` nodes are visited."""
+    found: set[str] = set()
+    stack = [decode_json(value)]
+    while stack and limit > 0:
+        node = stack.pop()
+        limit -= 1
+        if isinstance(node, Mapping):
+            if not part_types or node.get("type") in part_types:
+                text = as_text(node.get(key))
+                if text:
+                    found.add(text)
+            stack.extend(v for v in node.values() if isinstance(v, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (Mapping, list)))
+    return frozenset(found)
 
 
 def decode_json(value: Any) -> Any:

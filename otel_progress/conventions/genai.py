@@ -32,6 +32,10 @@ last.
 * model calls (``chat``, ``generate_content``, ``text_completion``, ``embeddings``, or any
   span with usage): ``gen_ai.usage.input_tokens`` + ``output_tokens``, the deprecated
   ``prompt_tokens`` / ``completion_tokens``, else ``gen_ai.usage.total_tokens``.
+* call ids, for the replay's causal order where start times tie (JavaScript's millisecond
+  clock): a tool span's ``gen_ai.tool.call.id``; a model span's ``tool_call`` parts in
+  ``gen_ai.output.messages`` (the calls it requested) and ``tool_call_response`` parts in
+  ``gen_ai.input.messages`` (the results it was given), each part's ``id``.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ from typing import Any
 
 from .base import (
     COMPACTED_CONTEXT,
+    CallLinks,
     SpanConvention,
     ToolContent,
     as_number,
     as_text,
+    call_ids,
     decode_json,
     event_attributes,
     first_text,
@@ -74,6 +80,9 @@ _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _OTHER_KINDS = frozenset({"openinference.span.kind", "traceloop.span.kind", "mcp.method.name"})
 _INPUT_MESSAGES = "gen_ai.input.messages"
 _OUTPUT_MESSAGES = "gen_ai.output.messages"
+# The message parts that request a tool call and that give its result (their ``id``).
+_CALL_PARTS = frozenset({"tool_call"})
+_RESPONSE_PARTS = frozenset({"tool_call_response"})
 
 
 #: Token counts above this are not believed (a corrupt or hostile value): capped here.
@@ -258,3 +267,13 @@ class GenAIConvention(SpanConvention):
 
     def read_compaction(self, span: SpanRecord) -> str | None:
         return COMPACTED_CONTEXT if is_compacted(span) else None
+
+    def read_call_links(self, span: SpanRecord) -> CallLinks | None:
+        a = span.attributes
+        own = first_text(a, "gen_ai.tool.call.id")
+        if own is not None:
+            return CallLinks(own=own)
+        if _INPUT_MESSAGES not in a and _OUTPUT_MESSAGES not in a:
+            return None
+        return CallLinks(produced=call_ids(a.get(_OUTPUT_MESSAGES), "id", _CALL_PARTS),
+                         seen=call_ids(a.get(_INPUT_MESSAGES), "id", _RESPONSE_PARTS))

@@ -29,13 +29,14 @@ request at a time (:mod:`.traces`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..conventions import own_trace
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
 from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
+from .causal import Times, causal_times
 from .identity import span_session
 from .model import RunModel
 
@@ -49,26 +50,30 @@ __all__ = [
     "Observation",
     "Replay",
     "TraceReport",
+    "in_replay_order",
     "observations",
     "replay_trace",
 ]
 
 TOOL_START, TOOL_END, MODEL_START, MODEL_END, AGENT_END = range(5)
-_END_RANK, _AGENT_RANK, _START_RANK, _LATE_END_RANK = 0, 1, 2, 3
+_END_RANK, _AGENT_RANK, _START_RANK, _CAUSED_START_RANK, _LATE_END_RANK = range(5)
 
 #: One observation: ``(time_ns, rank, span_id, kind, span)``; sorted as tuples, they are in
 #: replay order.
 Observation = tuple[int, int, str, int, SpanRecord]
 
 
-def observations(span: SpanRecord, kind: SpanKind) -> list[Observation]:
-    """The observations a span stands for."""
+def observations(span: SpanRecord, kind: SpanKind, times: Times | None = None) -> list[Observation]:
+    """The observations a span stands for (``times``: its causal times, when its own
+    cannot order it, see :mod:`.causal`)."""
     sid = span.span_id
     if kind is SpanKind.TOOL or kind is SpanKind.MODEL:
-        start, end = span.start_ns, span.end_ns
+        start, end = (span.start_ns, span.end_ns) if times is None else (times.start, times.end)
         started, ended = (TOOL_START, TOOL_END) if kind is SpanKind.TOOL else (MODEL_START, MODEL_END)
-        # (a span of zero length ends after it started: after the other starts of the instant)
-        return [(start, _START_RANK, sid, started, span),
+        # (a span of zero length ends after it started: after the other starts of the instant;
+        # a span caused by one starting at the same instant starts after it)
+        rank = _CAUSED_START_RANK if times is not None and times.caused else _START_RANK
+        return [(start, rank, sid, started, span),
                 (end, _LATE_END_RANK if end <= start else _END_RANK, sid, ended, span)]
     if kind is SpanKind.AGENT:
         return [(span.end_ns, _AGENT_RANK, sid, AGENT_END, span)]
@@ -212,14 +217,22 @@ def why(exc: BaseException) -> str:
 def timeline(spans: Iterable[SpanRecord], lineage: Lineage, report: TraceReport) -> list[Observation]:
     """Register the spans in the lineage and return their observations in replay order;
     a span no reader can make sense of is reported in ``report.skipped``."""
-    out: list[Observation] = []
+    kinds: list[tuple[SpanRecord, SpanKind]] = []
     for span in spans:
         try:
-            kind = lineage.add_record(span)
+            kinds.append((span, lineage.add_record(span)))
         except Exception as exc:
             report.skipped.append((span.span_id, why(exc)))
-            continue
-        out.extend(observations(span, kind))
+    return in_replay_order(kinds)
+
+
+def in_replay_order(spans: Sequence[tuple[SpanRecord, SpanKind]]) -> list[Observation]:
+    """The observations of the spans (with their kinds) in replay order: by time, in causal
+    order where the clock cannot tell (:func:`~.causal.causal_times`)."""
+    causal = causal_times(spans)
+    out: list[Observation] = []
+    for span, kind in spans:
+        out.extend(observations(span, kind, causal.get(span.span_id) if causal else None))
     out.sort(key=_order)
     return out
 

@@ -46,7 +46,7 @@ from ..model import Detection, Scope
 from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, agent_name
 from .budget import StateBudget
 from .model import RunModel
-from .replay import Observation, Replay, TraceReport, observations
+from .replay import Observation, Replay, TraceReport, in_replay_order
 
 __all__ = ["Arrival", "Outcome", "TraceTable"]
 
@@ -121,7 +121,7 @@ class _Trace:
         self.held_bytes = 0
         self.cursor: tuple[int, int, str] | None = None  # the last observation replayed
         self.open: dict[str, int] = {}  # unknown ancestor -> what it was taken for
-        self.reported: set[tuple[str, str, str]] = set()
+        self.reported: set[tuple[Any, ...]] = set()
         self.summarised: set[str] = set()
 
     def estimate(self) -> int:
@@ -132,10 +132,15 @@ class _Trace:
                 + 200 * sum(len(p) for p in self.pending.values()) + self.held_bytes)
 
     def first_report(self, det: Detection) -> bool:
-        key = (det.span_id, det.reason.value, det.scope.value)
-        if key in self.reported:
+        """Whether ``det`` is reported: not if it was, on the same span, or at the same turn
+        of the same run (an analysis again with late spans may place it on another span
+        of the step: a streamed detection is not taken back)."""
+        on_span = (det.span_id, det.reason.value, det.scope.value)
+        at_turn = (det.run_id, det.reason.value, det.scope.value, det.turn)
+        if on_span in self.reported or at_turn in self.reported:
             return False
-        self.reported.add(key)
+        self.reported.add(on_span)
+        self.reported.add(at_turn)
         return True
 
 
@@ -254,10 +259,7 @@ class TraceTable:
     def _replay_trace(self, st: _Trace, group: list[Arrival], registered: list[str], out: Outcome,
                       now: float) -> None:
         fresh = self._fresh(st, group, out, registered, now)
-        obs: list[Observation] = []
-        for arrival in fresh:
-            obs.extend(observations(arrival.record, arrival.kind))
-        obs.sort(key=_order)
+        obs = in_replay_order([(arrival.record, arrival.kind) for arrival in fresh])
         conflict = any([self._settle(st, span_id) for span_id in registered if span_id in st.open])
         late = bool(obs) and st.cursor is not None and _order(obs[0]) < st.cursor
         self._current = st
@@ -339,13 +341,13 @@ class TraceTable:
         its detections (the caller reports those not reported yet)."""
         self.engine.end_trace(st.trace_id)  # (discarded: the replay below starts afresh)
         report = TraceReport(st.trace_id)
-        obs: list[Observation] = []
+        kinds: list[tuple[SpanRecord, SpanKind]] = []
         for keep in st.held or ():
             rec = self.decode(keep)
             kind = st.lineage.kind(rec.span_id)
             if kind is not None:
-                obs.extend(observations(rec, kind))
-        obs.sort(key=_order)
+                kinds.append((rec, kind))
+        obs = in_replay_order(kinds)
         st.open.clear()
         st.marks = CompactionMarks()
         replay = self._replay_context(st, report, provisional)

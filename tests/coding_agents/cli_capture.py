@@ -318,6 +318,13 @@ class GrpcSink:
             records = self.log_records()
         return records
 
+    def span_names(self) -> set[str]:
+        """The names of the spans received."""
+        with self._lock:
+            requests = list(self.traces)
+        return {span.name for request in requests for rs in request.resource_spans for ss in rs.scope_spans
+                for span in ss.spans}
+
     def span_events(self) -> list[tuple[str, str, dict[str, Any]]]:
         """``(span name, event name, event attributes)`` of every span event received."""
         with self._lock:

@@ -1,9 +1,11 @@
 """A recorded AI SDK 5 loop run (``data/ai-sdk-5-loop-start-ties.jsonl``, what the
 Collector's file exporter wrote for ``ai_sdk_5/experimental-telemetry/loop``) on which
-``otel-progress scan`` and ``serve`` disagree: the OpenTelemetry JS SDK stamps span starts
-with ``Date.now()``, seven of its eight tool calls start in the millisecond of a model call,
-and the two replay such ties differently (FINDINGS.md, *Start times*). Deterministic: the
-same spans, sent once through the real Collector to serve, and scanned."""
+``otel-progress scan`` and ``serve`` used to disagree: the OpenTelemetry JS SDK stamps span
+starts with ``Date.now()``, seven of its eight tool calls start in the millisecond of a
+model call, and such ties were broken by span id (FINDINGS.md, *Start times*). Both now
+replay it in causal order (the call ids: ``otel_progress/runs/causal.py``): one step per
+model call, the loop caught at the same turns on the same spans. Deterministic: the same
+spans, sent once through the real Collector to serve, and scanned."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from otel_progress.runs.replay import MODEL_START, TOOL_START, in_replay_order
+from otel_progress.spans import classify
 
 from .pipeline import Pipeline, requests_of, spans_of
 from .runs import detection_events, is_tool_span, scan_json
@@ -39,10 +44,18 @@ def test_the_recording_has_start_ties_and_scan_catches_the_loop() -> None:
     assert {r for _, r in _scan()} == {"repeat_cycle"}
 
 
+def test_the_recording_is_replayed_one_step_per_model_call() -> None:
+    # in causal order every tool call follows the model call that requested it, however
+    # the span ids fall: M1 T1 M2 T2 ... and the final answer's model call last
+    spans = spans_of(requests_of(DATA, _service()))
+    order = [o[4] for o in in_replay_order([(s, classify(s)) for s in spans]) if o[3] in (MODEL_START, TOOL_START)]
+    names = ["tool" if is_tool_span(s) else "model" for s in order]
+    assert names == ["model", "tool"] * 8 + ["model"]
+    for model, tool in zip(order[0::2], order[1::2], strict=False):
+        assert tool.attributes["ai.toolCall.id"] in model.attributes["ai.response.toolCalls"]
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.xfail(strict=True, reason="scan and serve order a tool call and a model call that start in the same "
-                                        "millisecond differently (by span id), and end a step at different events "
-                                        "(FINDINGS.md, Start times); remove this mark when the replay order is fixed")
 def test_serve_and_scan_agree_on_a_run_with_start_ties(pipeline: Pipeline) -> None:
     for line in DATA.read_text().splitlines():
         request = urllib.request.Request(f"{pipeline.otlp_http}/v1/traces", data=line.encode(),

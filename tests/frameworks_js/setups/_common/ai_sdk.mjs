@@ -6,13 +6,10 @@
 // The caller passes the package's exports, so that each set-up's own `ai` is used.
 import { DESCRIPTIONS, SCHEMAS, TOOLS, callId, nextStep } from './scripted.mjs';
 
-// The model answers and the tools return after a few milliseconds, as a local model server
-// and a real tool would: the OpenTelemetry JS SDK stamps span starts in whole milliseconds,
-// and with instant calls a model call and the tool call it made start in the same one,
-// whose order otel-progress cannot tell (tests/frameworks_js/FINDINGS.md, "Start times";
-// test_start_ties.py replays such a run).
-const LATENCY_MS = 3;
-const pause = () => new Promise(resolve => setTimeout(resolve, LATENCY_MS));
+// The model answers and the tools return at once: the OpenTelemetry JS SDK stamps span
+// starts in whole milliseconds, so a model call, the tool call it made and the next model
+// call often start in the same one, and otel-progress orders them by their call ids
+// (otel_progress/runs/causal.py; tests/frameworks_js/FINDINGS.md, "Start times").
 
 function toolResults(prompt) {
   let done = 0;
@@ -47,13 +44,11 @@ export function scriptedModel(Mock, spec, scenario) {
     provider: 'scripted',
     modelId: 'scripted-model',
     doGenerate: async options => {
-      await pause();
       const m = move(options);
       const content = m.call ? [m.call] : [{ type: 'text', text: m.text }];
       return { content, finishReason: finish(spec, m.call ? 'tool-calls' : 'stop'), usage: usage(spec), warnings: [] };
     },
     doStream: async options => {
-      await pause();
       const m = move(options);
       const parts = [{ type: 'stream-start', warnings: [] }];
       if (m.call) parts.push(m.call);
@@ -73,7 +68,6 @@ export function tools({ tool, jsonSchema }) {
     description: DESCRIPTIONS[name],
     inputSchema: jsonSchema(SCHEMAS[name]),
     execute: async args => {
-      await pause();
       return fn(args);
     },
   })]));
