@@ -77,6 +77,7 @@ _ACK_KEYS = frozenset({"ok", "success", "status", "result", "message", "updated"
 #: the world whatever it prints.
 COMMAND_KEYS: frozenset[str] = frozenset({
     "command", "commands", "cmd", "keystrokes", "keys", "script", "code", "shell", "bash",
+    "bashcommand", "fullcommand",
 })
 _SLEEP = re.compile(r"(?:^|[;&|(\s])(?:sleep\s+\d+(?:\.\d+)?[smh]?|timeout\s+\d+\s+tail\b)")
 

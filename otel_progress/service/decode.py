@@ -4,7 +4,8 @@ the detector analyses (:class:`Item`) and the ids of the others (their lineage).
 Nothing is decoded that the analysis does not use:
 
 * the request is read *slim* (:data:`~.otlp.SlimRequest`): resources, scopes and spans
-  stay bytes; a span's trace id is read from its leading bytes;
+  stay bytes; a span's trace id is read from its leading bytes where it is there (the
+  Collector writes a span's fields last to first: such a span's ids are parsed);
 * a span is of no interest unless its bytes contain one of the span conventions' marker
   strings (:func:`~.otlp.marked_spans`, C-level substring searches); the others are never
   parsed, except the leading bytes (ids) of those in a trace with GenAI spans
@@ -37,12 +38,17 @@ __all__ = ["DecodedRequest", "Item", "Loc", "MalformedRequest", "decode_spans", 
 
 Loc = tuple[int, int, int]  # (resource index, scope index, span index)
 
-_TRACE_ID_HEAD = b"\x0a\x10"  # field 1 (trace_id), length 16: how every encoder starts a span
+# Python's and Java's encoders write a span's fields in field order, so it starts with its
+# trace id; the Collector's (Go pdata) writes them last to first: read those parsed.
+_TRACE_ID_HEAD = b"\x0a\x10"  # field 1 (trace_id), length 16: the usual start of a span
 _SPAN_ID_TAG = b"\x12\x08"  # field 2 (span_id), length 8: follows the trace id
 _PARENT_TAG = b"\x22\x08"  # field 4 (parent_span_id), length 8 (when there is no trace_state)
 # A span's leading bytes in the usual layout: the trace id (after its tag and length), the
 # span id's tag, the span id and the parent span id's tag.
 _HEAD = struct.Struct("2x16s2s8s2s")
+# A span's last bytes as the Collector writes it: the parent span id's tag and id (when it
+# has a parent and no trace_state), the span id's tag and id, the trace id's tag and id.
+_TAIL = struct.Struct("2s8s2s8s2s16s")
 _FromString = trace_pb2.Span.FromString
 
 
@@ -78,7 +84,7 @@ class DecodedRequest:
         usual layout)."""
         out: set[bytes] = set()
         for _ri, _si, spans in self.scopes:
-            out.update(b[2:18] if b[:2] == _TRACE_ID_HEAD else _trace_id_of(b) for b in spans)
+            out.update(_trace_id(b) for b in spans)
         return frozenset(out)
 
 
@@ -139,19 +145,13 @@ def lineage_spans(items: Sequence[Item], others: Sequence[bytes]) -> list[tuple[
     wanted = {bytes.fromhex(it.record.parent_id) for it in items if it.record.parent_id}
     out: list[tuple[str, str, str, str]] = []
     for span_bytes in others:
-        if len(span_bytes) >= _HEAD.size:
-            trace_id, span_tag, span_id, parent_tag = _HEAD.unpack_from(span_bytes)
-            if trace_id not in traces:
-                continue
-            if span_tag == _SPAN_ID_TAG and parent_tag == _PARENT_TAG and span_id not in wanted:
-                continue  # has a parent, and no GenAI span of the batch descends from it
-        elif span_bytes[2:18] not in traces:
+        if _skipped(span_bytes, traces, wanted):
             continue
         try:
             slim = SlimSpan.FromString(span_bytes)
         except DecodeError:
             continue
-        if len(slim.span_id) != 8:
+        if len(slim.span_id) != 8 or slim.trace_id not in traces:
             continue
         parent = slim.parent_span_id
         has_parent = len(parent) == 8 and any(parent)
@@ -162,6 +162,34 @@ def lineage_spans(items: Sequence[Item], others: Sequence[bytes]) -> list[tuple[
         out.append((slim.trace_id.hex(), slim.span_id.hex(), parent.hex() if has_parent else "",
                     slim.name.decode("utf-8", "replace")))
     return out
+
+
+def _skipped(span_bytes: bytes, traces: set[bytes], wanted: set[bytes]) -> bool:
+    """Whether a span is known from its leading or last bytes alone not to matter: of
+    another trace, or with a parent and no GenAI span of the batch below it. ``False``
+    when its bytes have neither usual layout (it is parsed)."""
+    if len(span_bytes) < _TAIL.size:
+        return False
+    if span_bytes[:2] == _TRACE_ID_HEAD:
+        trace_id, span_tag, span_id, parent_tag = _HEAD.unpack_from(span_bytes)
+    elif span_bytes[-18:-16] == _TRACE_ID_HEAD:
+        parent_tag, _parent, span_tag, span_id, _trace_tag, trace_id = _TAIL.unpack_from(span_bytes, len(span_bytes)
+                                                                                          - _TAIL.size)
+    else:
+        return False
+    if trace_id not in traces:
+        return True
+    return span_tag == _SPAN_ID_TAG and parent_tag == _PARENT_TAG and span_id not in wanted
+
+
+def _trace_id(span_bytes: bytes) -> bytes:
+    """A serialized span's trace id: from its first bytes (field order), its last (the
+    Collector's order), else parsed."""
+    if span_bytes[:2] == _TRACE_ID_HEAD:
+        return span_bytes[2:18]
+    if span_bytes[-18:-16] == _TRACE_ID_HEAD:
+        return span_bytes[-16:]
+    return _trace_id_of(span_bytes)
 
 
 def _trace_id_of(span_bytes: bytes) -> bytes:

@@ -34,8 +34,11 @@ from typing import Any
 
 import pytest
 
+from otel_progress.content import command_of
 from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES
 from otel_progress.model import Reason
+from otel_progress.otlp_json import spans_from_request
+from otel_progress.spans import SpanKind, classify, read_tool_call
 
 from .cli_capture import (
     GOLDEN,
@@ -262,3 +265,18 @@ def test_an_older_release_without_gen_ai_keys_is_read_from_its_traces(tmp_path: 
     assert found[:1] == [("repeat_cycle", 2)]
     if os.environ.get(UPDATE_ENV) == "1":
         write_jsonl(GOLDEN / f"claude-code-{OLD_VERSION}-loop-details.traces.jsonl", traces)
+
+
+def test_a_bash_call_in_the_beta_traces_is_a_command() -> None:
+    # tool.output's bash_command (OTEL_LOG_TOOL_CONTENT) or the span's full_command
+    # (OTEL_LOG_TOOL_DETAILS) is the shell command: a wait (sleep 5 && tail log) is a poll,
+    # and a failure's error key is the command's
+    path = golden_file("claude-code-2.1.332-compaction-progress.traces.jsonl")
+    commands = []
+    for line in path.read_text().splitlines():
+        for span in spans_from_request(json.loads(line)):
+            if classify(span) is SpanKind.TOOL:
+                commands.append(command_of(read_tool_call(span).arguments))
+    assert "ls" in {c.strip() for c in commands if c} and commands.count(None) < len(commands)
+    assert any(c and c.startswith("printf 'two\\n' > step1.txt") for c in commands), commands
+    assert command_of({"full_command": "sleep 5 && tail build.log"}) == "sleep 5 && tail build.log"
