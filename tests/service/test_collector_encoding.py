@@ -25,39 +25,32 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+def _read_varint(message: bytes, i: int) -> tuple[int, int]:
+    """The varint at ``i`` and the index after it."""
+    value = shift = 0
+    while True:
+        byte = message[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, i
+
+
 def _fields(message: bytes) -> list[tuple[int, bytes]]:
     """The top-level fields of a serialized message: each field's number and bytes (tag
     included)."""
     fields, i = [], 0
     while i < len(message):
         start = i
-        tag = 0
-        shift = 0
-        while True:
-            byte = message[i]
-            i += 1
-            tag |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
+        tag, i = _read_varint(message, i)
         wire = tag & 7
         if wire == 0:
-            while message[i] & 0x80:
-                i += 1
-            i += 1
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
+            i = _read_varint(message, i)[1]
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
         elif wire == 2:
-            length = shift = 0
-            while True:
-                byte = message[i]
-                i += 1
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
+            length, i = _read_varint(message, i)
             i += length
         else:
             raise ValueError(f"wire type {wire}")
