@@ -47,7 +47,7 @@ from .metrics import ServiceMetrics
 from .otlp import SlimRequest, key_values
 from .tap import LogsTap
 
-__all__ = ["DetectionLogs", "DetectionLogsTap", "evaluation_record", "evaluation_request"]
+__all__ = ["SCOPE_BYTES", "DetectionLogs", "DetectionLogsTap", "evaluation_record", "evaluation_request"]
 
 _log = logging.getLogger("otel_progress.service")
 
@@ -57,17 +57,23 @@ _LONG = frozenset({"gen_ai.evaluation.explanation"})
 _UNKNOWN_SERVICE = resource_pb2.Resource(attributes=key_values({"service.name": "unknown_service"}))
 
 
-def evaluation_record(det: Detection, time_ns: int, flags: int = 0, observed_ns: int | None = None) -> Any:
-    """The ``gen_ai.evaluation.result`` record of ``det`` as a protobuf ``LogRecord``."""
+def evaluation_record(det: Detection, time_ns: int, flags: int = 0, observed_ns: int | None = None, *,
+                      span_context: tuple[bytes, bytes] | None = None) -> Any:
+    """The ``gen_ai.evaluation.result`` record of ``det`` as a protobuf ``LogRecord``, in the
+    context of the detection's span, or of ``span_context`` (trace id, span id: bytes, maybe
+    empty) when given (a detection in coding agents' log input, whose ids are a run key and
+    a tool call id: the offending log record's context)."""
     event = evaluation_event(det)
+    trace_id, span_id = span_context if span_context is not None else (
+        bytes.fromhex(event.trace_id), bytes.fromhex(event.span_id))
     record = logs_pb2.LogRecord(
         time_unix_nano=time_ns,
         observed_time_unix_nano=time.time_ns() if observed_ns is None else observed_ns,
         severity_number=event.severity_number,  # type: ignore[arg-type]
         severity_text=event.severity_text,
         event_name=event.event_name,
-        trace_id=bytes.fromhex(event.trace_id),
-        span_id=bytes.fromhex(event.span_id),
+        trace_id=trace_id,
+        span_id=span_id,
         flags=flags & 0xFF,
     )
     record.body.string_value = event.body
@@ -79,6 +85,10 @@ def evaluation_record(det: Detection, time_ns: int, flags: int = 0, observed_ns:
 
 def _scope() -> common_pb2.InstrumentationScope:
     return common_pb2.InstrumentationScope(name=SCOPE_NAME, version=__version__)
+
+
+#: The serialized scope of the records (``otel-progress.service`` and the version).
+SCOPE_BYTES: bytes = _scope().SerializeToString()
 
 
 def evaluation_request(raw: bytes, placements: Sequence[Placement], detections: Sequence[Detection]) -> Any:
@@ -141,8 +151,9 @@ class DetectionLogsTap(LogsTap):
             self._told = True
             _log.warning(
                 "otel-progress: %s does not accept log records (UNIMPLEMENTED: no logs pipeline on its OTLP"
-                " receiver), so the detections' gen_ai.evaluation.result records are dropped: add a logs"
-                " pipeline (collector-config/sink.yaml has one), or run serve with --detection-events span",
+                " receiver), so the detections' log records (gen_ai.evaluation.result, progress.*) are dropped:"
+                " add a logs pipeline (collector-config/sink.yaml has one), or, for traces only, run serve with"
+                " --detection-events span",
                 self.endpoint)
         return result
 

@@ -15,7 +15,18 @@ trace TTL. Detections are written into the request as the design of issue 12 ask
   ``progress.livelock``, attributes :meth:`Detection.event_attributes` plus the three
   above, the tool call's id and the run's ids) is added in the offending record's resource
   and scope, or, when that record came in an earlier request, in a resource copied from the
-  run's latest record.
+  run's latest record;
+- a ``gen_ai.evaluation.result`` record (:mod:`otel_progress.evaluation`, written by
+  :func:`~.log_events.evaluation_record` as for traces), in the offending record's span
+  context when it has one (coding agents' records often have none), with the tool call's
+  id, the run key and the run's ids, in the same resource under the scope
+  ``otel-progress.service``.
+
+``detection_events`` (``--detection-events``) chooses: ``both`` (the default) writes all
+three, ``span`` the first two (as before the evaluation records), ``log`` only the
+evaluation record (the agent's records are forwarded as received). Detections found when
+a run ends idle have no request: :meth:`LogsDetector.end_idle` writes their records into
+a request of their own (for the logs queue).
 
 Only the records that get an annotation are decoded and encoded again; every other record
 stays the bytes it came in. A record the protobuf runtime cannot decode (bad encoding, or
@@ -27,7 +38,8 @@ Annotations never carry arguments or outputs: the detection record's body is a o
 summary and the nudge and handoff texts are left out. A request delivered again (the
 sender retried it) is annotated again the same way: the tracker gives each tool call a
 stable id, the engine does not count it twice, and the detections placed on that id are
-re-placed.
+re-placed (their records too, as the first delivery failed; they are no findings: tap mode
+sends none again).
 
 :class:`LogsForwarder` sends the (annotated) request downstream to ``LogsService/Export``.
 """
@@ -46,6 +58,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
 
 from ..engine import ProgressEngine
+from ..evaluation import detection_events as detection_events_mode
 from ..limits import clip_chars
 from ..logs import event_names, read_log
 from ..logs.adapters_proto import name_markers, records_from_slim
@@ -55,12 +68,13 @@ from ..runs.identity import log_session
 from ..runs.logruns import FED_KINDS, SESSION_END_EVENTS, LogRunTracker, RunEnd
 from ..runs.model import RunModel
 from .forwarder import UnaryExporter
+from .log_events import SCOPE_BYTES, evaluation_record
 from .metrics import ServiceMetrics
 from .otlp import SlimLogsRequest, key_values
 
 __all__ = [
     "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "annotate_record",
-    "detection_record",
+    "detection_record", "log_evaluation_record",
 ]
 
 _log = logging.getLogger(__name__)
@@ -92,8 +106,10 @@ class LogsResult:
 
     ``request`` is the request read slim (:data:`~.otlp.SlimLogsRequest`), with the
     annotations when ``annotated``: ``request.SerializeToString()`` is the request to
-    forward. ``added``: the detection records added, as ``(resource index, scope index,
-    record bytes)``, in the order they were added (for :meth:`LogsDetector.findings_request`)."""
+    forward. ``added``: the records of the new detections added (detection records and
+    ``gen_ai.evaluation.result`` records; not those placed again on a redelivery), as
+    ``(resource index, scope index, record bytes)``, in the order they were added (for
+    :meth:`LogsDetector.findings_request`)."""
 
     records: int = 0
     observed: int = 0
@@ -125,6 +141,12 @@ def annotate_record(record: Any, det: Detection) -> bool:
     return True
 
 
+def _run_ids(source: Any) -> dict[str, str]:
+    """The run's ids of a record (:data:`RUN_ID_ATTRIBUTES`, string values only)."""
+    return {kv.key: kv.value.string_value for kv in source.attributes
+            if kv.key in RUN_ID_ATTRIBUTES and kv.value.WhichOneof("value") == "string_value"}
+
+
 def detection_record(det: Detection, source: Any = None, now_ns: int | None = None) -> Any:
     """The detection event record of ``det``; ``source`` is the offending record (its time,
     trace context and run ids are copied), if known."""
@@ -149,10 +171,28 @@ def detection_record(det: Detection, source: Any = None, now_ns: int | None = No
     if source is not None:
         record.trace_id = source.trace_id
         record.span_id = source.span_id
-        for kv in source.attributes:
-            if kv.key in RUN_ID_ATTRIBUTES and kv.value.WhichOneof("value") == "string_value":
-                attrs[kv.key] = kv.value.string_value
+        attrs.update(_run_ids(source))
     record.attributes.extend(key_values(_bounded(attrs)))
+    return record
+
+
+def log_evaluation_record(det: Detection, source: Any = None, now_ns: int | None = None) -> Any:
+    """The ``gen_ai.evaluation.result`` record of ``det`` (the trace path's,
+    :func:`~.log_events.evaluation_record`), in the context of ``source``, the offending
+    record, if known: its trace and span ids (often none: then the record has no span
+    context), time and trace flags; else no span context and the time now. With the ids
+    that find the offending record without a span context: ``progress.annotates.tool_call.id``,
+    ``progress.run_key`` and the run's ids of ``source``."""
+    now = time.time_ns() if now_ns is None else now_ns
+    if source is None:
+        record = evaluation_record(det, now, 0, now, span_context=(b"", b""))
+    else:
+        record = evaluation_record(det, source.time_unix_nano or source.observed_time_unix_nano or now, source.flags,
+                                   now, span_context=(source.trace_id, source.span_id))
+    extra: dict[str, Any] = {"progress.annotates.tool_call.id": det.span_id, "progress.run_key": det.run_id}
+    if source is not None:
+        extra.update(_run_ids(source))
+    record.attributes.extend(key_values(_bounded(extra)))
     return record
 
 
@@ -169,10 +209,16 @@ class LogsDetector:
     traces are reported once), or an engine. ``budget``: the memory budget shared with the
     traces (``--max-state-mib``): the log runs' estimate is its ``logs`` part, and past it
     the least recently seen log runs end early (through the engine: what they found is
-    kept), counted in ``progress.service.log_runs.ended_early``."""
+    kept), counted in ``progress.service.log_runs.ended_early``. ``detection_events``: what
+    a detection writes (``--detection-events``; module docstring): ``span`` the annotation
+    and the detection record, ``log`` the ``gen_ai.evaluation.result`` record, ``both``
+    (the default) all three."""
 
     def __init__(self, engine: RunModel | ProgressEngine, metrics: ServiceMetrics, *, idle_seconds: float = 3600.0,
-                 max_runs: int | None = None, budget: StateBudget | None = None) -> None:
+                 max_runs: int | None = None, budget: StateBudget | None = None,
+                 detection_events: str = "both") -> None:
+        mode = detection_events_mode(detection_events, "detection_events")
+        self._annotate, self._evaluate = mode != "log", mode != "span"
         self.model = engine if isinstance(engine, RunModel) else RunModel(engine)
         self.engine = self.model.engine
         self.metrics = metrics
@@ -200,28 +246,35 @@ class LogsDetector:
         self.metrics.add("progress.service.log_records.received", result.records)
         self.metrics.add("progress.service.log_records.read", result.observed)
         self.metrics.add("progress.service.log_records.unreadable", result.unreadable)
-        placements = [(locations.get((det.run_id, det.span_id)), det) for det in found] + replays
-        sources: dict[tuple[int, int, int], Any] = {}  # the records annotated, decoded once each
-        for loc, det in placements:
-            self._place(result, loc, det, places.get(det.run_id), sources)
+        placements = [(locations.get((det.run_id, det.span_id)), det, True) for det in found]
+        placements += [(loc, det, False) for loc, det in replays]
+        sources: dict[tuple[int, int, int], Any] = {}  # the offending records, decoded once each
+        for loc, det, fresh in placements:
+            self._place(result, loc, det, places.get(det.run_id), sources, fresh)
             result.annotated = True
-        for (ri, si, li), source in sources.items():
-            request.resource_logs[ri].scope_logs[si].log_records[li] = source.SerializeToString()
+        if self._annotate:  # (else they are left as they came)
+            for (ri, si, li), source in sources.items():
+                request.resource_logs[ri].scope_logs[si].log_records[li] = source.SerializeToString()
+        self._count(found)
+        result.detections = [d for _, d, _ in placements]
+        result.new_detections = found
+        return result
+
+    def _count(self, found: Sequence[Detection]) -> None:
         for det in found:
             self.metrics.add("progress.service.detections", 1, {
                 "progress.reason": det.reason.value, "progress.level": int(det.level),
                 "progress.scope": det.scope.value, "progress.event": det.event,
             })
-        result.detections = [d for _, d in placements]
-        result.new_detections = found
-        return result
 
     def _run(self, request: Any, result: LogsResult) -> tuple[list[Detection], dict[tuple[str, str], Loc],
                                                               list[tuple[Loc, Detection]], dict[str, _RunPlace]]:
         """The run stage (lock held): the request's records through the log runs; the
         detections, where the request's tool records are, the detections to place again
-        (a retried request) and where each touched run's detection records go."""
+        (a retried request) and where each run's detection records go (the runs touched, and
+        those that ended: their latest resource and scope)."""
         locations: dict[tuple[str, str], Loc] = {}
+        gone: dict[str, _RunPlace] = {}  # the places of the runs that ended
         replays: list[tuple[Loc, Detection]] = []
         touched: dict[str, tuple[int, int]] = {}
         found: list[Detection] = []
@@ -232,7 +285,7 @@ class LogsDetector:
                 result.unreadable += 1
                 continue
             if view.event_name in SESSION_END_EVENTS:
-                found.extend(self._ended(tracker.end_session(log_session(view.attributes))))
+                found.extend(self._ended(tracker.end_session(log_session(view.attributes)), gone))
                 continue
             observation = read_log(view)
             if observation is None or observation.kind not in FED_KINDS:
@@ -248,7 +301,7 @@ class LogsDetector:
                 replays.extend(((ri, si, li), det) for det in self._placed.get((observation.run_key, call_id), ()))
             dets, ended = tracker.add_observation(observation, view)
             found.extend(dets)
-            found.extend(self._ended(ended))
+            found.extend(self._ended(ended, gone))
         for key, (ri, si) in touched.items():
             found.extend(tracker.release(key))
             rl = request.resource_logs[ri]
@@ -262,16 +315,21 @@ class LogsDetector:
             self._placed.move_to_end(key)
         while len(self._placed) > _MAX_PLACED:
             self._placed.popitem(last=False)
+        found.extend(self._make_room(touched, gone))
         places = {key: self._places[key] for key in touched if key in self._places}
-        found.extend(self._make_room(touched))
+        for key, place in gone.items():
+            places.setdefault(key, place)
         return found, locations, replays, places
 
-    def _ended(self, ended: Sequence[RunEnd]) -> list[Detection]:
-        """Runs that ended: their last detections; those ended early are counted."""
+    def _ended(self, ended: Sequence[RunEnd], gone: dict[str, _RunPlace]) -> list[Detection]:
+        """Runs that ended: their last detections (their places move to ``gone``); those
+        ended early are counted."""
         out: list[Detection] = []
         for end in ended:
             out.extend(end.detections)
-            self._places.pop(end.run.run_key, None)
+            place = self._places.pop(end.run.run_key, None)
+            if place is not None:
+                gone[end.run.run_key] = place
             if end.why in ("max_runs", "memory_budget"):
                 self.metrics.add("progress.service.log_runs.ended_early", 1, {"reason": end.why})
         return out
@@ -281,7 +339,7 @@ class LogsDetector:
         """Estimated bytes the log runs hold (the tracker's runs and their places)."""
         return self.tracker.held_bytes + _PLACED_BYTES * len(self._placed)
 
-    def _make_room(self, keep: Mapping[str, Any]) -> list[Detection]:
+    def _make_room(self, keep: Mapping[str, Any], gone: dict[str, _RunPlace]) -> list[Detection]:
         """Account the log runs in the budget; while over it, end the least recently seen
         runs early (not those of this request; the oldest remembered placements go with
         them), then forget placements; the ended runs' last detections (detached)."""
@@ -294,43 +352,57 @@ class LogsDetector:
                 if key in keep:
                     runs.move_to_end(key)
                     continue
-                dets = self.model.reported(self._ended(self.tracker.evict(1)))
-                out.extend(dets)
-                self.metrics.add("progress.service.detections.detached", len(dets))
+                out.extend(self.model.reported(self._ended(self.tracker.evict(1), gone)))
             for _ in range(min(len(placed), 4)):
                 placed.popitem(last=False)
             self.budget.set("logs", self.held_bytes)
         return out
 
-    def _place(self, result: LogsResult, loc: tuple[int, int, int] | None, det: Detection,
-               place: _RunPlace | None, sources: dict[tuple[int, int, int], Any]) -> None:
-        request = result.request
+    def _place(self, result: LogsResult, loc: Loc | None, det: Detection, place: _RunPlace | None,
+               sources: dict[Loc, Any], fresh: bool) -> None:
+        """Write ``det`` into ``result.request``, beside the offending record at ``loc`` (in
+        its resource and scope), or, when that record is not in the request, in a resource
+        of its own (a copy of the run's latest, ``place``, when known): the annotation and
+        the detection record, the ``gen_ai.evaluation.result`` record (in the scope
+        ``otel-progress.service``), or all three, as the mode says. ``fresh``: a new
+        detection (not placed again on a redelivery), whose records are findings."""
+        request, source, si = result.request, None, -1
         if loc is not None:
             ri, si, li = loc
-            scope_logs = request.resource_logs[ri].scope_logs[si]
             source = sources.get(loc)
             if source is None:  # (it was decoded to be read: it decodes)
-                source = sources[loc] = logs_pb2.LogRecord.FromString(scope_logs.log_records[li])
-            annotate_record(source, det)
-            record = detection_record(det, source).SerializeToString()
-            scope_logs.log_records.append(record)
-            result.added.append((ri, si, record))
-            return
-        self.metrics.add("progress.service.detections.detached")
-        rl = request.resource_logs.add()
-        if place is not None and place.resource is not None:
-            rl.resource = place.resource
-        sl = rl.scope_logs.add()
-        if place is not None:
-            sl.scope = place.scope
-        record = detection_record(det).SerializeToString()
-        sl.log_records.append(record)
-        result.added.append((len(request.resource_logs) - 1, 0, record))
+                source = sources[loc] = logs_pb2.LogRecord.FromString(
+                    request.resource_logs[ri].scope_logs[si].log_records[li])
+        else:
+            self.metrics.add("progress.service.detections.detached")
+            rl = request.resource_logs.add()
+            if place is not None and place.resource is not None:
+                rl.resource = place.resource
+            ri = len(request.resource_logs) - 1
+            if self._annotate:
+                si = len(rl.scope_logs)
+                rl.scope_logs.add(scope=place.scope if place is not None else b"")
+        if self._annotate:
+            if source is not None:
+                annotate_record(source, det)
+            self._append(result, ri, si, detection_record(det, source), fresh)
+        if self._evaluate:
+            self._append(result, ri, _own_scope(request.resource_logs[ri]), log_evaluation_record(det, source), fresh)
+            if fresh:
+                self.metrics.add("progress.service.detections.logged")
+
+    @staticmethod
+    def _append(result: LogsResult, ri: int, si: int, record: Any, fresh: bool) -> None:
+        raw = record.SerializeToString()
+        result.request.resource_logs[ri].scope_logs[si].log_records.append(raw)
+        if fresh:
+            result.added.append((ri, si, raw))
 
     @staticmethod
     def findings_request(result: LogsResult) -> Any:
-        """Tap mode: a request holding only the detection records that :meth:`process`
-        added (each in the resource and scope it was added to)."""
+        """Tap mode, and the runs that ended idle: a request holding only the records of the
+        new detections that :meth:`process` (or :meth:`end_idle`) added, each in the
+        resource and scope it was added to."""
         request = result.request
         out = SlimLogsRequest()
         targets: dict[int, Any] = {}
@@ -349,20 +421,39 @@ class LogsDetector:
             scope.log_records.append(record)
         return out
 
-    def maintain(self, now: float | None = None) -> list[Detection]:
-        """End the runs idle for longer than the TTL; returns their last detections (they
-        have no request to go in: counted as detached)."""
+    def end_idle(self, now: float | None = None) -> LogsResult:
+        """End the runs idle for longer than the TTL. Their last detections have no request
+        to go in: ``result.request`` holds only their records, written as detached
+        detections are (:meth:`_place`; counted as detached), for the logs queue."""
+        gone: dict[str, _RunPlace] = {}
         with self._lock:
-            out = self.model.reported(self._ended(self.tracker.end_idle(now)))
+            found = self.model.reported(self._ended(self.tracker.end_idle(now), gone))
             self.budget.set("logs", self.held_bytes)
-        if out:
-            self.metrics.add("progress.service.detections.detached", len(out))
-        return out
+        result = LogsResult(request=SlimLogsRequest(), detections=list(found), new_detections=found)
+        for det in found:
+            self._place(result, None, det, gone.get(det.run_id), {}, True)
+        self._count(found)
+        return result
+
+    def maintain(self, now: float | None = None) -> list[Detection]:
+        """End the runs idle for longer than the TTL; returns their last detections
+        (:meth:`end_idle`, whose request the caller drops)."""
+        return self.end_idle(now).new_detections
 
     @property
     def open_runs(self) -> int:
         """Runs of log input held."""
         return len(self.tracker.runs)
+
+
+def _own_scope(rl: Any) -> int:
+    """The index of the scope ``otel-progress.service`` in a slim ``ResourceLogs`` (added
+    when it has none)."""
+    for i, sl in enumerate(rl.scope_logs):
+        if sl.scope == SCOPE_BYTES:
+            return i
+    rl.scope_logs.add(scope=SCOPE_BYTES)
+    return len(rl.scope_logs) - 1
 
 
 class LogsForwarder(UnaryExporter):

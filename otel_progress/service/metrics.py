@@ -71,11 +71,13 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.detections", "counter", "1",
               "Detections, by progress.reason, progress.level, progress.scope and progress.event."),
     MetricDef("progress.service.detections.detached", "counter", "1",
-              "Detections whose span was not in the batch that produced them (written as an annotation"
-              " span instead of on the span)."),
+              "Detections whose span (or log record) was not in the batch that produced them (written as an"
+              " annotation span instead of on the span; for log input, records in a resource of their own,"
+              " or sent through the logs queue when the run ended idle)."),
     MetricDef("progress.service.detections.logged", "counter", "1",
-              "Detections found in traces queued as gen_ai.evaluation.result log records (--detection-events"
-              " log or both); their delivery is counted in progress.service.tap.* with signal=logs."),
+              "Detections written as gen_ai.evaluation.result log records (--detection-events log or both):"
+              " those found in traces and in log runs that ended idle queued (their delivery is counted in"
+              " progress.service.tap.* with signal=logs), those found in log input added to its request."),
     MetricDef("progress.service.batches.replayed", "counter", "1",
               "Requests whose exact bytes were answered before (a retry); answered from the digest cache."),
     MetricDef("progress.service.batches.annotated", "counter", "1",

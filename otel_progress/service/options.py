@@ -170,10 +170,11 @@ class _Opt:
 OPTIONS: tuple[_Opt, ...] = (
     _Opt("mode", "inline: annotate spans and forward them (default); tap: receive a copy, forward"
          " nothing, send findings as annotation spans and metrics", choices=("inline", "tap")),
-    _Opt("detection_events", "how detections found in traces are written: both (default): on the spans (events"
-         " and attributes; annotation spans in tap mode) and as gen_ai.evaluation.result log records in the"
-         " span's context (LogsService/Export to the forward endpoint, or the tap endpoint); span: on the spans"
-         " only; log: as log records only", choices=DETECTION_EVENTS),
+    _Opt("detection_events", "how detections are written: both (default): on the spans (events and"
+         " attributes; annotation spans in tap mode) or, for coding agents' log input, on the offending record"
+         " with a progress.* detection record; and as gen_ai.evaluation.result log records in the span's"
+         " context (LogsService/Export to the forward endpoint, or the tap endpoint); span: the former only;"
+         " log: the evaluation records only", choices=DETECTION_EVENTS),
     _Opt("listen", "OTLP/gRPC listen address (default 127.0.0.1:4417)", "HOST:PORT"),
     _Opt("forward_endpoint", "inline mode: downstream OTLP/gRPC endpoint (default 127.0.0.1:4319)",
          "HOST:PORT"),

@@ -113,7 +113,8 @@ class ProgressService:
         )
         # A coding agent's run ends when idle for the engine's run TTL (a user's approval or a
         # long model turn can pause a run for minutes), or at its session's end event.
-        self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget)
+        self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget,
+                                 detection_events=cfg.detection_events)
         self._logs_forwarder: LogsForwarder | None = None
         self._logs_tap: LogsTap | None = None
         self._detection_logs: DetectionLogs | None = None
@@ -159,10 +160,10 @@ class ProgressService:
             cfg.forward_endpoint if cfg.mode == "inline" else cfg.tap_target, timeout=cfg.forward_timeout,
             compression=cfg.forward_compression, insecure=cfg.forward_insecure, ca_file=cfg.forward_ca,
             headers=cfg.forward_headers, max_message_mib=cfg.max_receive_mib + 1)
-        if cfg.mode == "tap" or cfg.detection_events != "span":
-            self._logs_tap = DetectionLogsTap(self._logs_forwarder, self.metrics)
-            if cfg.detection_events != "span":
-                self._detection_logs = DetectionLogs(cfg.detection_events, self._logs_tap, self.metrics)
+        # (in inline mode too: the records of the log runs that end idle have no request to go in)
+        self._logs_tap = DetectionLogsTap(self._logs_forwarder, self.metrics)
+        if cfg.detection_events != "span":
+            self._detection_logs = DetectionLogs(cfg.detection_events, self._logs_tap, self.metrics)
         metrics_endpoint = cfg.metrics_endpoint or (cfg.tap_target if cfg.mode == "tap" else "")
         if metrics_endpoint:
             self._metrics_forwarder = (self._forwarder if metrics_endpoint == self._forwarder.endpoint
@@ -278,6 +279,12 @@ class ProgressService:
                      f" {cfg.detection_events})")
         lines.append("  logs: LogsService/Export on the same listener (coding agents' log events; docs/logs.md),"
                      f" a run ends {self.engine.config.run_ttl_seconds:g}s after its last record")
+        in_logs = {"both": "the offending record annotated, a progress.* detection record and a"
+                           " gen_ai.evaluation.result record",
+                   "span": "the offending record annotated and a progress.* detection record",
+                   "log": "a gen_ai.evaluation.result record only (the records left as received)"}
+        lines.append(f"  detections in logs: {in_logs[cfg.detection_events]}"
+                     f"{' (to the tap endpoint)' if cfg.mode == 'tap' else ''}")
         if self._pusher is not None and self._metrics_forwarder is not None:
             lines.append(f"  metrics: OTLP to {self._metrics_forwarder.endpoint} every {cfg.metrics_interval:g}s")
         if self._health is not None:
@@ -329,7 +336,9 @@ class ProgressService:
         while not self._maint_stop.wait(0.5):
             try:
                 self.detector.maintain()
-                self.logs.maintain()
+                ended = self.logs.end_idle()
+                if ended.added and self._logs_tap is not None:
+                    self._logs_tap.submit(self.logs.findings_request(ended))
                 self._probe_downstream()
             except Exception:  # pragma: no cover - never let maintenance die
                 self.metrics.add("progress.service.errors")
@@ -482,7 +491,7 @@ class ProgressService:
 
     def _handle_logs(self, raw: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse | _Failure:
         """Detect in a logs request, then forward it (inline: annotated; tap: only the
-        detection records go to the tap target). See :mod:`.logs`."""
+        detection records and evaluation records go to the tap target). See :mod:`.logs`."""
         out = raw
         new: list[Any] = []
         try:

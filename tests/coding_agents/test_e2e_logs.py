@@ -6,9 +6,10 @@ send them (OTLP/HTTP JSON to /v1/logs) -> the real gateway Collector
 (gateway.yaml + gateway-logs.yaml: load_balancing routed on session.id /
 conversation.id) -> ``otel-progress serve`` (inline, two replicas) -> the real sink
 Collector (sink.yaml + sink-logs.yaml) -> the detection is in the sink's log file (the
-marked tool record and the progress.no_progress record, raw arguments digested) and in
-its Prometheus metrics (the count connector's progress_detection_events_total and the
-service's own pushed progress_service_detections_total).
+marked tool record, the progress.no_progress record and the gen_ai.evaluation.result
+record, raw arguments digested) and in its Prometheus metrics (the count connector's
+progress_detection_events_total and progress_evaluation_results_total, and the service's
+own pushed progress_service_detections_total).
 """
 
 from __future__ import annotations
@@ -172,6 +173,14 @@ def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_
         marked = [r for r in records if _attrs(r).get("progress.detected") is True
                   and not r.get("eventName", "").startswith("progress.")]
         assert len(marked) == 6
+        # each detection also as a gen_ai.evaluation.result record (--detection-events both), in the
+        # offending record's span context where it has one (Claude Code, Gemini CLI, Qwen Code; not Codex)
+        evaluations = [r for r in records if r.get("eventName") == "gen_ai.evaluation.result"]
+        assert sorted(_attrs(r)["gen_ai.evaluation.score.label"] for r in evaluations) == reasons
+        assert sorted(bool(r.get("traceId")) for r in evaluations) == [False] * 3 + [True] * 3
+        by_call = {_attrs(r)["progress.annotates.tool_call.id"]: r for r in pipe.detections()}
+        assert all(r.get("traceId", "") == by_call[_attrs(r)["progress.annotates.tool_call.id"]].get("traceId", "")
+                   for r in evaluations)
         # every detection was written beside its tool record (none detached from it); a run split
         # over the two replicas would have lost turns and given fewer detections than above
         assert all(s.metrics.value("progress.service.detections.detached") == 0 for s in pipe.replicas)
@@ -189,12 +198,17 @@ def test_cli_logs_through_gateway_serve_and_sink(otelcol_binary: str, otlp, tmp_
 
         def complete(text: str) -> bool:
             return (_metric(text, "progress_detection_events_total", progress_reason="repeat_cycle") >= 3
+                    and _metric(text, "progress_evaluation_results_total") >= 6
                     and _metric(text, "progress_service_detections_total") >= 6)
 
         text = otlp.wait_until(lambda: (t := _prometheus(otlp, pipe.prometheus)) and complete(t) and t, TIMEOUT_S)
         series = [x for x in _prometheus(otlp, pipe.prometheus).splitlines() if "detection" in x and x[:1] != "#"]
         assert text, "sink metrics missing the detections:\n" + "\n".join(series)
         assert _metric(text, "progress_detection_events_total", progress_reason="error_recurrence",
+                       progress_event="no_progress") == 2
+        # the evaluation records' count: one per detection, as the shipped alerts read it
+        assert _metric(text, "progress_evaluation_results_total") == 6
+        assert _metric(text, "progress_evaluation_results_total", progress_reason="error_recurrence",
                        progress_event="no_progress") == 2
 
 

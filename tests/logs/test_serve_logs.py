@@ -95,7 +95,9 @@ def test_inline_annotates_and_forwards(sink: LogsSink) -> None:
         _send(service.port, requests)
         records = sink.records()
         assert len(records) == sum(len(sl.log_records) for r in requests for rl in r.resource_logs
-                                   for sl in rl.scope_logs) + 3  # everything forwarded, plus 3 detections
+                                   for sl in rl.scope_logs) + 6  # everything forwarded, plus 3 detections
+        # (--detection-events both: each a progress.no_progress and a gen_ai.evaluation.result record)
+        assert sum(r.event_name == "gen_ai.evaluation.result" for r in records) == 3
         events = [r for r in records if r.event_name == "progress.no_progress"]
         assert [_attrs(e)["progress.turn"] for e in events] == [{"intValue": "2"}, {"intValue": "4"},
                                                                 {"intValue": "6"}]
@@ -103,7 +105,8 @@ def test_inline_annotates_and_forwards(sink: LogsSink) -> None:
         assert first["event.name"] == {"stringValue": "progress.no_progress"}
         assert first["progress.reason"] == {"stringValue": "repeat_cycle"}
         assert "conversation.id" in first and "progress.annotates.tool_call.id" in first
-        marked = [r for r in records if r.event_name != "progress.no_progress" and "progress.detected" in _attrs(r)]
+        marked = [r for r in records if r.event_name not in ("progress.no_progress", "gen_ai.evaluation.result")
+                  and "progress.detected" in _attrs(r)]
         assert len(marked) == 3 and all(_attrs(r)["progress.level"]["intValue"] in "123" for r in marked)
         # never raw arguments or outputs in annotations
         raw = [_attrs(r).get("arguments") for r in marked]
@@ -169,7 +172,7 @@ def test_auth_and_bad_request(sink: LogsSink) -> None:
 
 
 def test_tap_sends_only_detection_records(sink: LogsSink) -> None:
-    service = _service(mode="tap", tap_endpoint=f"127.0.0.1:{sink.port}")
+    service = _service(mode="tap", tap_endpoint=f"127.0.0.1:{sink.port}", detection_events="span")
     try:
         sink.fail_codes = [grpc.StatusCode.UNAVAILABLE]  # the tap retries it
         _send(service.port, _requests("gemini-cli-0.61.0-failing-edit.jsonl"))

@@ -496,7 +496,9 @@ def test_tap_mode_delivers_every_finding_to_a_slow_endpoint_on_sigterm_right_aft
     assert len(sink.records) - evaluations == 120  # 3 per looping Codex session, every one delivered
     assert len(set(sink.records)) == len(sink.records)
     assert sink.spans == detections - 120 > 0  # and every annotation span of the traces
-    assert evaluations == sink.spans  # and the traces' detections as log records (--detection-events both)
+    # and every detection as a gen_ai.evaluation.result record (--detection-events both): the
+    # traces' and the Codex sessions'
+    assert evaluations == sink.spans + 120
     assert "shutdown: dropped" not in err and "WARNING" not in err, err
     assert took < 12, took  # within --drain-timeout (and the last metrics push)
     assert sink.requests < 60  # batched: far fewer requests than the 120 records and the spans
@@ -519,9 +521,9 @@ def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(m
     value = svc.metrics.value
     records = value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"})
     spans = value("progress.service.tap.dropped", {"signal": "traces", "reason": "shutdown"})
-    # the Codex sessions' 12 detection records; the traces' detections as annotation spans and, with
-    # --detection-events both, as log records as well
-    assert records == 12 + (found - 12) and spans == found - 12
+    # the Codex sessions' 12 detection records; the traces' detections as annotation spans; with
+    # --detection-events both, every detection as a gen_ai.evaluation.result record as well
+    assert records == 12 + found and spans == found - 12
     assert value("progress.service.tap.exported") == 0 and value("progress.service.tap.failures") > 0
     assert value("progress.service.tap.dropped") == records + spans  # nothing dropped without a count
     lines = [r.getMessage() for r in caplog.records if "shutdown: dropped" in r.getMessage()]
