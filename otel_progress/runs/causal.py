@@ -10,11 +10,12 @@ random, and cut the run into other steps.
 The tool-call ids order them instead (:func:`~otel_progress.conventions.read_call_links`):
 a tool call starts after the model call that requested it (at the same instant, after it),
 and a model call starts after every tool call whose result it was given (at that call's
-end); a span moved keeps its duration, and never leaves the millisecond it was stamped in. :func:`causal_times` gives the corrected times of the spans that need them; every
-other span keeps its own. It only looks at a model span whose start is a whole millisecond
-with a tool span starting or ending within that millisecond, and reads call ids only
-then, so spans from a clock with finer resolution (the Python SDK's ``time_ns``) cost a
-modulo and a binary search each.
+end); a span moved keeps its duration, and never leaves the millisecond it was stamped in.
+:func:`causal_times` gives the corrected times of the spans that need them; every other
+span keeps its own. It only looks at a model span whose start is a whole millisecond with
+a tool span starting or ending within that millisecond, and reads call ids only then, so
+spans from a clock with finer resolution (the Python SDK's ``time_ns``) cost a modulo and a
+binary search each.
 """
 
 from __future__ import annotations

@@ -182,3 +182,16 @@ class DetectionLogs:
         if self.mode == "log" and result.placements:
             return dataclasses.replace(result, placements=[])
         return result
+
+    def detached(self, detections: Sequence[Detection]) -> None:
+        """Queue the records of detections that have no request to go in (a trace closed
+        or evicted, a grouped run ended idle: :meth:`BatchDetector.maintain`), in the
+        resource ``unknown_service`` and the context of their spans. Never raises."""
+        if not detections:
+            return
+        try:
+            queued = self.tap.submit(evaluation_request(b"", [], detections))
+            self.metrics.add("progress.service.detections.logged", queued)
+        except Exception:
+            self.metrics.add("progress.service.errors")
+            _log.exception("otel-progress: writing detections as log records failed")

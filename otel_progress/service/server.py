@@ -335,7 +335,9 @@ class ProgressService:
     def _maintain(self) -> None:
         while not self._maint_stop.wait(0.5):
             try:
-                self.detector.maintain()
+                found = self.detector.maintain()
+                if found and self._detection_logs is not None:
+                    self._detection_logs.detached(found)  # (no request to go in: as log records)
                 ended = self.logs.end_idle()
                 if ended.added and self._logs_tap is not None:
                     self._logs_tap.submit(self.logs.findings_request(ended))

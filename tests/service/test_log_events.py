@@ -174,3 +174,24 @@ def test_describe_says_where_detections_go(make_service, downstream) -> None:
     assert "gen_ai.evaluation.result log records" in svc.describe()
     assert "span events and attributes only" in make_service(forward_endpoint=downstream.endpoint,
                                                              detection_events="span").describe()
+
+
+def test_detections_without_a_request_are_sent_as_records(make_service, downstream, monkeypatch) -> None:
+    # detections found when a trace closes or is evicted, or a grouped run ends idle, have
+    # no request to go in: they reach the logs downstream as records, not only a counter
+    from otel_progress import Config, ProgressEngine
+    from otel_progress.service.detector import BatchDetector
+
+    offline = BatchDetector(ProgressEngine(Config()))
+    found = offline.process(request(loop_trace(41, turns=6)).SerializeToString()).new_detections
+    assert found
+    svc = make_service(forward_endpoint=downstream.endpoint)
+    real = svc.detector.maintain
+    pending = [found]
+    monkeypatch.setattr(svc.detector, "maintain", lambda now=None: real(now) + (pending.pop() if pending else []))
+    records = _records(downstream, len(found))
+    assert len(records) == len(found)
+    assert {r.span_id.hex() for r in records} == {d.span_id for d in found}
+    assert all(attrs_of(r.attributes)["gen_ai.evaluation.score.label"] == "repeat_cycle" for r in records)
+    assert _resource_service(downstream) == ["unknown_service"]
+    assert svc.metrics.value("progress.service.detections.logged") == len(found)
