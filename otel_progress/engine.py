@@ -30,7 +30,8 @@ from .canonical import Digester
 from .config import Config
 from .escalation import handoff_note, nudge_text
 from .model import Compaction, Detection, Level, Scope, ToolCall
-from .pipeline import Pipeline, RunState, admit
+from .pipeline import Pipeline
+from .runstate import RunState, admit
 from .signals import RunSignatureSignal, Step, build_signals
 
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]

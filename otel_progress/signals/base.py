@@ -19,7 +19,7 @@ from ..model import Compaction, Finding, Scope
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..pipeline import RunState
+    from ..runstate import RunState
 
 __all__ = ["CallFacts", "Signal", "Step", "count_last", "holds", "record_visit"]
 

@@ -48,7 +48,7 @@ from ..model import Compaction, Finding, Reason
 from .base import Signal, Step, holds
 
 if TYPE_CHECKING:
-    from ..pipeline import RunState
+    from ..runstate import RunState
 
 __all__ = ["CompactionSignal"]
 
