@@ -68,6 +68,7 @@ import orjson
 
 from otel_progress import NOT_CAPTURED, Config, ProgressEngine, ToolCall
 from otel_progress.analyse import analyse_trace
+from otel_progress.engine import EngineStats
 from otel_progress.otlp_json import ReadProblem, iter_documents, open_input, spans_from_request
 
 S = 1_000_000_000
@@ -113,6 +114,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.calls: list[ToolCall] = []
+        self.config = Config()  # (what the run model reads of an engine besides its calls)
+        self.stats = EngineStats()
 
     def observe(self, call: ToolCall, **kw: Any) -> list[Any]:
         self.ops.append(("observe", (call,), kw))
@@ -136,6 +139,12 @@ class _Recorder:
     def end_trace(self, *args: Any, **kw: Any) -> list[Any]:
         self.ops.append(("end_trace", args, kw))
         return []
+
+    def rename_run(self, *args: Any, **kw: Any) -> None:
+        self.ops.append(("rename_run", args, kw))
+
+    def run_state(self, *args: Any, **kw: Any) -> None:
+        return None
 
 
 def record_replay(spans: list[Any]) -> tuple[list[Op], list[ToolCall]]:
