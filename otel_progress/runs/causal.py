@@ -90,26 +90,30 @@ def _corrected(ambiguous: list[SpanRecord], by_call: dict[str, SpanRecord]) -> d
     def times(span: SpanRecord) -> tuple[int, int]:
         return start.get(span.span_id, span.start_ns), end.get(span.span_id, span.end_ns)
 
-    def move(span: SpanRecord, to: int) -> None:
+    def move(span: SpanRecord, to: int) -> bool:
         # Its end moves with it: the clock's error is the same at both ends. A true start
         # lies within the millisecond stamped, and so does every time derived from call ids
         # (each is a lower bound of a true time); further is a wrong id (a reused one).
         to = min(to, span.start_ns + MILLISECOND - 1)
+        if to <= times(span)[0]:
+            return False
         start[span.span_id] = to
         end[span.span_id] = span.end_ns + (to - span.start_ns)
+        return True
 
     # A chain of steps within one millisecond moves one link per pass.
     for _ in range(len(seen) + len(requested) + 1):
         changed = False
         for model, given in seen:
-            after = max(times(tool)[1] for tool in given)
-            if after > times(model)[0]:
-                move(model, after)
-                changed = True
+            changed |= move(model, max(times(tool)[1] for tool in given))
         for model, tool in requested:
             at = times(model)[0]
-            if at > times(tool)[0] or (at == times(tool)[0] and tool.span_id not in caused):
-                move(tool, at)
+            if at == times(tool)[0] and tool.span_id not in caused:
+                start.setdefault(tool.span_id, tool.start_ns)
+                end.setdefault(tool.span_id, tool.end_ns)
+                caused.add(tool.span_id)
+                changed = True
+            elif move(tool, at):
                 caused.add(tool.span_id)
                 changed = True
         if not changed:
