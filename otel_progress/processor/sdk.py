@@ -27,7 +27,7 @@ from opentelemetry.trace import StatusCode, get_current_span
 from ..spans import SpanRecord
 
 __all__ = ["NOOP_ON_START", "SHAPE_ERRORS", "Fields", "live_attributes", "local_parent", "on_ending_is_mutable",
-           "probe", "public_fields", "record", "span_fields"]
+           "probe", "public_fields", "record", "scope_name", "span_fields"]
 
 _log = logging.getLogger("otel_progress.processor")
 
@@ -187,3 +187,9 @@ def _run_probe() -> tuple[bool, bool]:
         _log.debug("otel-progress: SDK probe failed", exc_info=True)
         return False, False
     return bool(seen.get("attr") and seen.get("event")), bool(seen.get("layout"))
+
+
+def scope_name(span: Any) -> str:
+    """The instrumentation scope name of an SDK span ("" when it has none)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    return getattr(scope, "name", "") or ""

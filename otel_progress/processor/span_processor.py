@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -32,8 +31,18 @@ from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch
 from .handoff import BackgroundAnalysis
 from .log_events import DetectionLogger, detection_events_mode, plan
-from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, resolve_mode
-from .sdk import NOOP_ON_START, SHAPE_ERRORS, live_attributes, local_parent, probe, public_fields, record, span_fields
+from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, register_process_hooks, resolve_mode
+from .sdk import (
+    NOOP_ON_START,
+    SHAPE_ERRORS,
+    live_attributes,
+    local_parent,
+    probe,
+    public_fields,
+    record,
+    scope_name,
+    span_fields,
+)
 
 __all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode"]
 
@@ -43,7 +52,6 @@ DetectionHook = Callable[[Detection], Any]
 
 _LOG_EVERY_SECONDS = 300.0
 _MAX_LATE = 4096  # agent spans awaiting a late annotation (see _annotate_late)
-_EXIT_DRAIN_SECONDS = 10.0  # at interpreter exit, how long the queue may take to drain
 
 
 def _noop(span: Any) -> None:
@@ -152,7 +160,7 @@ class ProgressSpanProcessor(SpanProcessor):
         self._handoff: BackgroundAnalysis | None = None
         self._init_state()
         self._at_exit: Callable[[], None] | None = None
-        _register_process_hooks(ref)
+        register_process_hooks(ref)
 
     # -- state ------------------------------------------------------------------------
 
@@ -506,7 +514,7 @@ class ProgressSpanProcessor(SpanProcessor):
             current = self._current(attrs, sid)
         mine = self._tracker.end(span, tid, sid, parent, attrs, entry, current)
         if not CLASSIFY_KEYS.isdisjoint(attrs):
-            self._content.genai_span(tid, attrs, _scope_name(span))
+            self._content.genai_span(tid, attrs, scope_name(span))
         if parent is None or parent[2]:
             self._content.run_ended(tid)
         late = self._late.pop(sid, None) if self._late else None
@@ -559,7 +567,7 @@ class ProgressSpanProcessor(SpanProcessor):
 
     def _tool_call_seen(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
         context = getattr(span, "context", None)
-        self._content.seen(call.captured, attrs, _scope_name(span), getattr(context, "trace_id", None))
+        self._content.seen(call.captured, attrs, scope_name(span), getattr(context, "trace_id", None))
 
     def _emit(self, det: Detection) -> None:
         self._metrics.detection(det)
@@ -591,34 +599,3 @@ class ProgressSpanProcessor(SpanProcessor):
             " errors of this kind are counted and logged at most every %d s)",
             where, type(exc).__name__, int(_LOG_EVERY_SECONDS), exc_info=exc,
         )
-
-
-def _register_process_hooks(ref: weakref.ReferenceType[ProgressSpanProcessor]) -> None:
-    """A forked child starts afresh; with background analysis, the queue is drained at
-    interpreter exit. Neither hook holds the processor (``ref``: weakly)."""
-
-    def _after_fork() -> None:
-        processor = ref()
-        if processor is not None:
-            processor._after_fork_in_child()
-
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork)
-    processor = ref()
-    if processor is not None and processor._background:
-        # Registered after the SDK's providers, so it runs before their shutdown (atexit
-        # runs last-in first-out): the queued spans are analysed while the meter provider
-        # and the exporters still take the detections and the spans.
-        def _drain_at_exit() -> None:
-            processor = ref()
-            if processor is not None and processor._background and processor._handoff is not None:
-                processor._handoff.drain(time.monotonic() + _EXIT_DRAIN_SECONDS)
-
-        processor._at_exit = _drain_at_exit
-        atexit.register(_drain_at_exit)
-
-
-def _scope_name(span: Any) -> str:
-    """The instrumentation scope name of an SDK span ("" when it has none)."""
-    scope = getattr(span, "instrumentation_scope", None)
-    return getattr(scope, "name", "") or ""
