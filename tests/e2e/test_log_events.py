@@ -281,9 +281,17 @@ def test_detection_log_records_from_serve_and_the_processor_reach_the_sink_and_f
     assert all(r.get("eventName") == EVENT for r in all_records), [r.get("eventName") for r in all_records]
     assert "the secret plan" not in logs_file.read_text()
 
-    # -- the count connector's metric ---------------------------------------------------------
-    metrics = http_get(f"http://127.0.0.1:{ports['sink_prom']}/metrics")[1]
-    assert prom_value(metrics, "progress_evaluation_results_total", {"service_name": "serve-agent"}) == len(serve_side)
+    # -- the count connector's metric (the records' count once the last batch was counted) ------
+    def counted() -> str | None:
+        text = http_get(f"http://127.0.0.1:{ports['sink_prom']}/metrics")[1]
+        done = (prom_value(text, "progress_evaluation_results_total", {"service_name": "serve-agent"})
+                >= len(serve_side)
+                and prom_value(text, "progress_evaluation_results_total", {"service_name": "zero-code-agent"}) >= 2)
+        return text if done else None
+
+    metrics = wait_until(counted, 30, 0.5) or http_get(f"http://127.0.0.1:{ports['sink_prom']}/metrics")[1]
+    counted_serve = prom_value(metrics, "progress_evaluation_results_total", {"service_name": "serve-agent"})
+    assert counted_serve == len(serve_side), procs.log("sink")
     assert prom_value(metrics, "progress_evaluation_results_total", {"service_name": "zero-code-agent"}) == 2
     # the span events count the tool span and the agent span: about twice the detections
     assert prom_value(metrics, "progress_detection_events_total", {"service_name": "serve-agent"}) > len(serve_side)
