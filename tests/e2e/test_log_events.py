@@ -254,6 +254,14 @@ def test_detection_log_records_from_serve_and_the_processor_reach_the_sink_and_f
     if got is None:
         pytest.fail(f"records did not arrive: {len(_records(logs_file))} records, spans with events"
                     f" {_event_spans(traces_file)}\n" + "\n".join(f"--- {n}\n{procs.log(n)}" for n in procs.procs))
+    def settled() -> bool:  # the traces file and the logs file are flushed apart: both complete
+        events = _event_spans(traces_file)
+        serve_side = [r for r in _records(logs_file) if r.get("eventName") == EVENT
+                      and r["resource"].get("service.name") == "serve-agent"]
+        return sorted(((r["traceId"], r["spanId"]), r["attrs"]["progress.turn"]) for r in serve_side) == sorted(
+            (key, turn) for key, turns in events.items() for turn in turns)
+
+    wait_until(settled, 20, 0.5)
     wait_until(lambda: False, 2.5, 0.5)  # let anything in flight land, so that duplicates would show
     events = _event_spans(traces_file)
     all_records = _records(logs_file)
