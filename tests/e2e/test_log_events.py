@@ -344,3 +344,49 @@ def test_detection_log_records_from_serve_and_the_processor_reach_the_sink_and_f
     assert sum(str(r["attrs"].get(flt["column"], "")).startswith(flt["value"]) for r in all_records) == len(records)
     print(f"{len(serve_side)} records from serve, {len(zero_side)} from the processor; alerts firing for"
           f" {sorted(alerts)}; LogQL groups {dict(groups)}")
+
+
+def test_the_sink_counts_every_record_of_concurrent_exports(otelcol_binary: str, procs: Procs,
+                                                            tmp_path: Path) -> None:
+    # 40 one-record exports at once, as many agents' serve replicas send them: the count
+    # connector's deltas reach delta_to_cumulative in order, one point per batch and stream
+    # (collector-config/sink.yaml, logs/detections); without batch + groupbyattrs 26-31
+    import threading
+    import urllib.request
+
+    ports = {name: free_port() for name in ("grpc", "http", "prom", "health", "tel")}
+    procs.start("sink", [otelcol_binary, "--config", str(CONFIG / "sink.yaml")], env={
+        "OTEL_PROGRESS_TELEMETRY_HOST": "127.0.0.1",
+        "OTEL_PROGRESS_SINK_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{ports['grpc']}",
+        "OTEL_PROGRESS_SINK_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports['http']}",
+        "OTEL_PROGRESS_SINK_PROMETHEUS_ENDPOINT": f"127.0.0.1:{ports['prom']}",
+        "OTEL_PROGRESS_SINK_TRACES_FILE": str(tmp_path / "traces.jsonl"),
+        "OTEL_PROGRESS_SINK_LOGS_FILE": str(tmp_path / "logs.jsonl"),
+        "OTEL_PROGRESS_SINK_HEALTH_ENDPOINT": f"127.0.0.1:{ports['health']}",
+        "OTEL_PROGRESS_SINK_TELEMETRY_PORT": str(ports["tel"]),
+    })
+    assert wait_until(lambda: http_get(f"http://127.0.0.1:{ports['health']}/")[0] == 200, 60, 0.25), procs.log("sink")
+
+    def export(i: int) -> None:
+        record = {"timeUnixNano": "1", "eventName": EVENT, "traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}",
+                  "attributes": [{"key": "gen_ai.evaluation.name", "value": {"stringValue": "progress.no_progress"}},
+                                 {"key": "progress.event", "value": {"stringValue": "no_progress"}}]}
+        body = {"resourceLogs": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "many-agents"}}]},
+            "scopeLogs": [{"scope": {"name": "otel-progress.service"}, "logRecords": [record]}]}]}
+        request = urllib.request.Request(f"http://127.0.0.1:{ports['http']}/v1/logs", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10).read()
+
+    threads = [threading.Thread(target=export, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def counted() -> float:
+        text = http_get(f"http://127.0.0.1:{ports['prom']}/metrics")[1]
+        return prom_value(text, "progress_evaluation_results_total", {"service_name": "many-agents"})
+
+    wait_until(lambda: counted() >= 40, 20, 0.5)
+    assert counted() == 40, http_get(f"http://127.0.0.1:{ports['tel']}/metrics")[1][-3000:]
