@@ -22,6 +22,7 @@ Nothing is dropped without a count: ``progress.service.tap.dropped`` by ``signal
 
 from __future__ import annotations
 
+import abc
 import collections
 import logging
 import threading
@@ -45,7 +46,7 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _BatchingTap(Generic[T]):
+class _BatchingTap(abc.ABC, Generic[T]):
     """A bounded queue of findings sent in batches by one background thread to
     ``forwarder`` (see the module docstring). Subclasses say how a batch becomes request
     bytes (:meth:`_encode`) and how it is sent (:meth:`_forward`)."""
@@ -220,11 +221,13 @@ class _BatchingTap(Generic[T]):
     def _dropped(self, count: int, reason: str) -> None:
         self.metrics.add("progress.service.tap.dropped", count, {"signal": self.signal, "reason": reason})
 
+    @abc.abstractmethod
     def _encode(self, batch: list[T]) -> bytes:
-        raise NotImplementedError
+        """The request bytes of a batch of queued items."""
 
+    @abc.abstractmethod
     def _forward(self, raw: bytes, timeout: float | None) -> ForwardResult:
-        raise NotImplementedError
+        """Send one encoded batch; its outcome."""
 
 
 class TapExporter(_BatchingTap[tuple[resource_pb2.Resource, trace_pb2.Span]]):
