@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otel_progress.config import Config
+from otel_progress.conventions.spans import SpanRecord, classify, read_tool_call
 from otel_progress.engine import ProgressEngine
-from otel_progress.spans import SpanRecord, classify, read_tool_call
+from otel_progress.engine.config import Config
 
 ARGS = json.dumps({"query": "x" * 180})
 RESULT = json.dumps({"items": ["y" * 100] * 18})  # ~2 KB

@@ -13,9 +13,9 @@ tried). The goal is the engine at most 3x its floor on real calls (issue 16).
 ``../shared/realtraces/dev.jsonl.gz`` and ``../shared/realtraces/added/*.jsonl.gz`` (shell
 agent commands and outputs, tau-bench requests, ReAct searches, OpenHands and Magentic-One
 calls; about one in six fails), read with the project's own readers
-(:func:`otel_progress.otlp_json.spans_from_request`, then the replay of
-:func:`otel_progress.analyse.analyse_trace`, which builds each call with
-:func:`otel_progress.spans.read_tool_call`). The replay's engine calls (observe with its
+(:func:`otel_progress.otlp.files.spans_from_request`, then the replay of
+:func:`otel_progress.scan.analyse.analyse_trace`, which builds each call with
+:func:`otel_progress.conventions.spans.read_tool_call`). The replay's engine calls (observe with its
 flush decision, flush at a model call, token counts, end of run, end of trace) are
 recorded once and replayed into a fresh :class:`ProgressEngine` per round, run by run, so
 a round times the engine alone, not the readers. Skipped, with a message, where
@@ -67,9 +67,9 @@ import blake3
 import orjson
 
 from otel_progress import NOT_CAPTURED, Config, ProgressEngine, ToolCall
-from otel_progress.analyse import analyse_trace
 from otel_progress.engine import EngineStats
-from otel_progress.otlp_json import ReadProblem, iter_documents, open_input, spans_from_request
+from otel_progress.otlp.files import ReadProblem, iter_documents, open_input, spans_from_request
+from otel_progress.scan.analyse import analyse_trace
 
 S = 1_000_000_000
 GOAL = 3.0  # engine / floor on real calls (issue 16)

@@ -232,8 +232,8 @@ def real_calls() -> list[Any]:
     """The tool calls of the runs as the engine gets them (``ToolCall``), in run order."""
     from opentelemetry.proto.trace.v1 import trace_pb2
 
+    from otel_progress.conventions.spans import SpanKind, classify, read_tool_call
     from otel_progress.service.otlp import span_record
-    from otel_progress.spans import SpanKind, classify, read_tool_call
 
     calls = []
     for run in proto_runs():

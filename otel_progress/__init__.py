@@ -7,9 +7,10 @@ service and the ``scan`` command are thin adapters over it.
 
 from __future__ import annotations
 
-from .config import Config, ConfigError
 from .engine import EngineStats, ProgressEngine, RunSummary
-from .manifest import ManifestError, ToolSpec, load_manifest, parse_manifest
+from .engine.config import Config, ConfigError
+from .engine.manifest import ManifestError, ToolSpec, load_manifest, parse_manifest
+from .engine.repeat import first_repeat_turn
 from .model import (
     EVENT_LIVELOCK,
     EVENT_NO_PROGRESS,
@@ -21,7 +22,6 @@ from .model import (
     Scope,
     ToolCall,
 )
-from .repeat import first_repeat_turn
 
 __all__ = [
     "EVENT_LIVELOCK",

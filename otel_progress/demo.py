@@ -8,7 +8,7 @@ a loop between them, and a healthy research agent. Each emits OpenTelemetry GenA
 (``invoke_agent``, ``chat``, ``execute_tool`` with content) through a real
 ``TracerProvider``; spans carry simulated timestamps so that waits and intervals are
 those of the seeds. The processor wraps a ``BatchSpanProcessor`` writing OTLP/JSON to a
-file (:class:`~otel_progress.json_exporter.OtlpJsonFileExporter`; and an OTLP exporter
+file (:class:`~otel_progress.otlp.exporter.OtlpJsonFileExporter`; and an OTLP exporter
 when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); the demo prints what was detected on which
 span and the nudge a harness would have sent, and writes the settings it used beside the
 file with the ``otel-progress scan`` command that reproduces it. No server needed.
@@ -38,10 +38,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Span, StatusCode, Tracer
 
-from .config import Config
-from .json_exporter import OtlpJsonFileExporter
-from .manifest import parse_manifest
+from .engine.config import Config
+from .engine.manifest import parse_manifest
 from .model import Detection
+from .otlp.exporter import OtlpJsonFileExporter
 
 __all__ = [
     "DEMO_MANIFEST",

@@ -26,7 +26,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from .config import Config, ConfigError
+from .engine.config import Config, ConfigError
 from .processor import (
     ENV_ANALYSIS,
     ENV_DETECTION_EVENTS,

@@ -47,8 +47,8 @@ def write_report(runs: Sequence, workdir: Path, path: str) -> None:
     """The HTML report of the GenAI traces: ``scan_paths`` per run config (as
     ``otel-progress scan --config``), one report for the corpus."""
     from otel_progress import Config
-    from otel_progress.report import write_html
     from otel_progress.scan import ScanResult, scan_paths
+    from otel_progress.scan.report import write_html
 
     groups: dict[str | None, list[str]] = {}
     for run in runs:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from otel_progress.otlp_json import encode_attributes
+from otel_progress.otlp.files import encode_attributes
 
 from .corpus import Call, Run, Step
 

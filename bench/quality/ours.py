@@ -128,7 +128,7 @@ def _replay(trace: GeneratedTrace, config: Any) -> list[tuple[str, Any]]:
     from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
     from otel_progress import ProgressSpanProcessor
-    from otel_progress.otlp_json import any_value
+    from otel_progress.otlp.files import any_value
 
     detections: list[Any] = []
     processor = ProgressSpanProcessor(config=config, on_detection=detections.append)

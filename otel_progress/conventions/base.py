@@ -1,7 +1,7 @@
 """The reader interface every span convention implements, and the value helpers they share.
 
 A convention (one module per instrumentation: OpenTelemetry GenAI, OpenInference,
-OpenLLMetry, ...) answers six questions about a :class:`~otel_progress.spans.SpanRecord`:
+OpenLLMetry, ...) answers six questions about a :class:`~otel_progress.conventions.spans.SpanRecord`:
 what the span is (:meth:`SpanConvention.classify`), which tool call it records
 (:meth:`SpanConvention.read_tool`), how many tokens a model call used
 (:meth:`SpanConvention.read_tokens`), which agent an agent span runs

@@ -1,5 +1,5 @@
 """The convention-neutral span record and span kinds (re-exported by
-:mod:`otel_progress.spans`, where users import them)."""
+:mod:`otel_progress.conventions.spans`, where users import them)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``otel-progress doctor`` examines the environment it runs in (or the interpreter of the
 command given after ``--``): which OpenTelemetry instrumentors ``opentelemetry-instrument``
 would load and which it would skip or fail on, what the content-capture settings in effect
-mean for each installed instrumentation (:mod:`otel_progress.content_settings`), and
+mean for each installed instrumentation (:mod:`otel_progress.conventions.content_settings`), and
 whether the progress processor will be installed. ``otel-progress doctor -- COMMAND`` then
 runs the command under ``opentelemetry-instrument`` with the progress processor and a
 watcher (:mod:`.watch`), and reports how many tool spans the run produced, how many

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..content_settings import SETTINGS, Capture, ContentStatus, advice_for_span, evaluate
+from ..conventions.content_settings import SETTINGS, Capture, ContentStatus, advice_for_span, evaluate
 
 __all__ = ["ERROR", "INFO", "WARNING", "Finding", "content_statuses", "environment_findings", "run_findings"]
 

@@ -53,8 +53,8 @@ _STATE = _State()
 def _record(span: Any) -> None:
     from opentelemetry.trace import StatusCode
 
+    from ..conventions.spans import SpanKind, SpanRecord, classify, read_tool_call
     from ..model import NOT_CAPTURED
-    from ..spans import SpanKind, SpanRecord, classify, read_tool_call
 
     ctx = span.context
     parent = span.parent

@@ -6,7 +6,7 @@ errors (names alone are never compared), and most set-ups that fail, fail silent
 
 * once per process, when the first :data:`WARN_AFTER` tool spans all arrived without
   content, naming the instrumentation that made them and the setting to change, from the
-  table in :mod:`otel_progress.content_settings` (the one ``otel-progress doctor`` reports);
+  table in :mod:`otel_progress.conventions.content_settings` (the one ``otel-progress doctor`` reports);
 * once per run (a trace whose local root span ended) that could not be checked and was not
   covered by that warning: a run with GenAI spans but no tool span in a convention
   otel-progress reads (smolagents' own instrumentation, CrewAI through OpenLLMetry), or a
@@ -38,7 +38,7 @@ _log = logging.getLogger("otel_progress")
 
 def _advice(attributes: Mapping[str, Any], scope: str) -> str:
     try:
-        from ..content_settings import advice_for_span
+        from ..conventions.content_settings import advice_for_span
 
         return advice_for_span(attributes, os.environ, scope)
     except Exception:  # (the table is another module's: never let it break the processor)

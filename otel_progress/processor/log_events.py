@@ -1,7 +1,7 @@
 """Detections as log events in span context, through the SDK's logs pipeline.
 
 Each detection is emitted as the ``gen_ai.evaluation.result`` record of
-:mod:`otel_progress.evaluation` through a ``Logger`` of the application's
+:mod:`otel_progress.model.evaluation` through a ``Logger`` of the application's
 ``LoggerProvider`` (the global one that ``opentelemetry-instrument`` or the application's
 SDK set-up installs, or the one given), in the context of the span the detection belongs
 on: the record's trace and span ids are that span's, so backends show it with the span
@@ -33,9 +33,9 @@ from opentelemetry._logs import LogRecord, NoOpLoggerProvider, SeverityNumber, g
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from .. import __version__
-from ..config import ConfigError
-from ..evaluation import DETECTION_EVENTS, detection_events, evaluation_event
+from ..engine.config import ConfigError
 from ..model import Detection
+from ..model.evaluation import DETECTION_EVENTS, detection_events, evaluation_event
 
 __all__ = ["DETECTION_EVENTS", "ENV_DETECTION_EVENTS", "LOGGER_NAME", "DetectionLogger", "detection_events_mode",
            "logs_configured", "plan"]

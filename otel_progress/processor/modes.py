@@ -10,7 +10,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError
+from ..engine.config import ConfigError
 
 if TYPE_CHECKING:
     from .span_processor import ProgressSpanProcessor

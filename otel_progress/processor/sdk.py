@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.trace import StatusCode, get_current_span
 
-from ..spans import SpanRecord
+from ..conventions.spans import SpanRecord
 
 __all__ = ["NOOP_ON_START", "SHAPE_ERRORS", "Fields", "live_attributes", "local_parent", "on_ending_is_mutable",
            "probe", "public_fields", "record", "scope_name", "span_fields"]

@@ -21,9 +21,8 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from ..config import Config
 from ..engine import ProgressEngine
-from ..metrics import ProgressMetrics
+from ..engine.config import Config
 from ..model import Detection
 from ..runs.live import CLASSIFY_KEYS, OTHER, Entry, RunTracker
 from ..runs.model import RunModel
@@ -31,6 +30,7 @@ from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch
 from .handoff import BackgroundAnalysis
 from .log_events import DetectionLogger, detection_events_mode, plan
+from .metrics import ProgressMetrics
 from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, register_process_hooks, resolve_mode
 from .sdk import (
     NOOP_ON_START,

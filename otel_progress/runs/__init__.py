@@ -23,8 +23,8 @@ that carries it in :mod:`.live` (``_start``/``_end``); and, if log records carry
 ``LogObservation`` kind in :meth:`.logruns.LogRunTracker._feed`.
 
 The adapters (``processor``, ``service``, ``scan``, ``logs``) only convert their input into
-what these take (:class:`~otel_progress.spans.SpanRecord`,
-:class:`~otel_progress.logs.record.LogRecordView`, the SDK's spans) and what comes out into
+what these take (:class:`~otel_progress.conventions.spans.SpanRecord`,
+:class:`~otel_progress.conventions.logs.record.LogRecordView`, the SDK's spans) and what comes out into
 their output (annotations, metrics, reports).
 """
 

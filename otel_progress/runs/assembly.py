@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..spans import SpanRecord
+from ..conventions.spans import SpanRecord
 
 __all__ = ["AssembledTrace", "TraceAssembler"]
 

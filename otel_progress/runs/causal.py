@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..conventions import read_call_links
-from ..spans import SpanKind, SpanRecord
+from ..conventions.spans import SpanKind, SpanRecord
 
 __all__ = ["MILLISECOND", "Times", "causal_times"]
 

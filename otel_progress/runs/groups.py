@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from ..conventions.spans import SpanRecord
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
-from ..spans import SpanRecord
 from .identity import span_session
 from .model import RunModel
 

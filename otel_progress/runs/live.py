@@ -45,10 +45,8 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from ..config import Config
 from ..conventions import MARKER_KEYS
-from ..model import Detection
-from ..spans import (
+from ..conventions.spans import (
     CompactionMarks,
     SpanKind,
     SpanRecord,
@@ -58,6 +56,8 @@ from ..spans import (
     read_tool_call,
     run_group,
 )
+from ..engine.config import Config
+from ..model import Detection
 from .identity import span_session
 from .model import RunModel
 
@@ -65,7 +65,7 @@ __all__ = ["AGENT", "CLASSIFY_KEYS", "MODEL", "NO_CTX", "OTHER", "TOOL", "Ctx", 
 
 OTHER, TOOL, AGENT, MODEL = 0, 1, 2, 3
 _KIND_CODE = {SpanKind.OTHER: OTHER, SpanKind.TOOL: TOOL, SpanKind.AGENT: AGENT, SpanKind.MODEL: MODEL}
-#: Every attribute :func:`~otel_progress.spans.classify` consults: a span with none of
+#: Every attribute :func:`~otel_progress.conventions.spans.classify` consults: a span with none of
 #: them is "other" (a plain span), decided with one set operation.
 CLASSIFY_KEYS = MARKER_KEYS  # the span conventions' marker keys: one list for every fast path
 #: What a span passes to its children: (run, plan node, inside a tool call).

@@ -42,10 +42,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ..conventions.logs import read_log
+from ..conventions.logs.base import LogObservation
+from ..conventions.logs.record import LogRecordView
 from ..engine import ProgressEngine, RunSummary
-from ..logs import read_log
-from ..logs.base import LogObservation
-from ..logs.record import LogRecordView
 from ..model import Detection
 from .identity import log_session
 from .model import RunModel
@@ -118,7 +118,7 @@ class LogRunTracker:
 
     ``engine``: a :class:`~otel_progress.runs.model.RunModel` (shared with the span paths,
     so that one agent's logs and traces are reported once), or an engine. ``read`` is the
-    reader registry (:func:`otel_progress.logs.read_log` by default).
+    reader registry (:func:`otel_progress.conventions.logs.read_log` by default).
     """
 
     def __init__(

@@ -12,7 +12,7 @@ to its run (through :class:`~otel_progress.runs.model.RunModel`):
 ``TOOL_START``  the run has one more tool call in flight
 ``TOOL_END``    the call is observed; its run is flushed when no other call is in flight
 ``MODEL_START`` the run's buffered calls are a complete step (flush); a span that marks a
-                compaction (:class:`~otel_progress.spans.CompactionMarks`) is a boundary of
+                compaction (:class:`~otel_progress.conventions.spans.CompactionMarks`) is a boundary of
                 its run
 ``MODEL_END``   the run's tokens grow by the call's usage
 ``AGENT_END``   the run ends (its summary; the run-scope signature of a sub-agent)
@@ -23,7 +23,7 @@ it) and a handler in :data:`STEPS`.
 
 :class:`Replay` is one trace's replay context (its lineage, the calls in flight, where
 root tool calls of a grouped run go); :func:`replay_trace` replays a whole trace at once
-(``scan``, and :func:`otel_progress.analyse.analyse_trace`); the service replays a trace a
+(``scan``, and :func:`otel_progress.scan.analyse.analyse_trace`); the service replays a trace a
 request at a time (:mod:`.traces`).
 """
 
@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..conventions import own_trace
+from ..conventions.spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
-from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 from .causal import Times, causal_times
 from .identity import span_session
 from .model import RunModel
@@ -90,7 +90,7 @@ class TraceReport:
     tool_calls: int = 0
     #: spans that could not be read, as ``(span_id, reason)``: left out of the analysis
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    #: the grouped runs (:func:`~otel_progress.spans.run_group` keys) this trace's root tool
+    #: the grouped runs (:func:`~otel_progress.conventions.spans.run_group` keys) this trace's root tool
     #: calls joined, with the detections those calls brought here (a grouped run outlives
     #: the trace: it is ended with ``end_trace(key)`` when its input is done)
     groups: dict[str, list[Detection]] = field(default_factory=dict)

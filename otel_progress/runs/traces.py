@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..conventions.spans import CompactionMarks, Lineage, SpanKind, SpanRecord, agent_name
 from ..engine import RunSummary
 from ..model import Detection, Scope
-from ..spans import CompactionMarks, Lineage, SpanKind, SpanRecord, agent_name
 from .budget import StateBudget
 from .model import RunModel
 from .replay import Observation, Replay, TraceReport, in_replay_order

@@ -29,8 +29,8 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .. import __version__
-from ..limits import MAX_METRIC_CHARS, clip_chars
 from ..model import Detection
+from ..model.limits import MAX_METRIC_CHARS, clip_chars
 from .detector import Placement
 from .otlp import ExportTraceServiceRequest, SlimRequest, key_values, to_any_value
 
@@ -44,13 +44,13 @@ SCOPE_NAME = "otel-progress.service"
 #: Characters kept of a free-text annotation value (tool names, ``a+b`` batches, poll
 #: tools) and of the nudge and handoff texts of an annotation span: an annotation adds
 #: a bounded number of bytes to a batch whatever the agent's names.
-MAX_VALUE_CHARS = MAX_METRIC_CHARS  # (256, as the metric values: otel_progress.limits)
+MAX_VALUE_CHARS = MAX_METRIC_CHARS  # (256, as the metric values: otel_progress.model.limits)
 MAX_TEXT_CHARS = 2048
 
 
 def _bounded(attrs: Mapping[str, Any], limit: int = MAX_VALUE_CHARS) -> dict[str, Any]:
     """The attributes with every string cut to ``limit`` characters (a cut one ends in ``…``;
-    :func:`otel_progress.limits.clip_chars`)."""
+    :func:`otel_progress.model.limits.clip_chars`)."""
     return {key: clip_chars(value, limit) if isinstance(value, str) else value for key, value in attrs.items()}
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from ..spans import SpanKind, SpanRecord, classify
+from ..conventions.spans import SpanKind, SpanRecord, classify
 from .otlp import SlimRequest, SlimSpan, marked_spans, resource_attributes, span_record
 
 __all__ = ["DecodedRequest", "Item", "Loc", "MalformedRequest", "decode_spans", "lineage_spans", "read_request"]

@@ -36,13 +36,13 @@ from blake3 import blake3
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from ..conventions.spans import SpanRecord
 from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
 from ..runs.budget import StateBudget
 from ..runs.model import RunModel
 from ..runs.traces import Arrival as _Arrival
 from ..runs.traces import TraceTable
-from ..spans import SpanRecord
 from .decode import Item as _Item
 from .decode import Loc, MalformedRequest, decode_spans, lineage_spans, read_request
 from .metrics import ServiceMetrics

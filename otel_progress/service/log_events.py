@@ -1,7 +1,7 @@
 """``otel-progress serve``: detections found in traces as ``gen_ai.evaluation.result`` log
 records, on the service's logs export.
 
-Each new detection of a trace batch becomes the record of :mod:`otel_progress.evaluation`
+Each new detection of a trace batch becomes the record of :mod:`otel_progress.model.evaluation`
 as an OTLP ``LogRecord``: trace and span ids of the span the detection belongs on, time the
 end of that span (when it is in the batch), in a ``ResourceLogs`` with the resource of that
 span's ``ResourceSpans`` (so ``service.name`` is the agent's, as for its spans) and the
@@ -37,9 +37,9 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from .. import __version__
-from ..evaluation import evaluation_event
-from ..limits import MAX_METRIC_CHARS, clip_chars
 from ..model import Detection
+from ..model.evaluation import evaluation_event
+from ..model.limits import MAX_METRIC_CHARS, clip_chars
 from .annotate import SCOPE_NAME
 from .detector import BatchResult, Placement
 from .forwarder import ForwardResult, UnaryExporter

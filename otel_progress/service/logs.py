@@ -2,9 +2,9 @@
 
 :class:`LogsDetector` reads an ``ExportLogsServiceRequest`` slim (resources, scopes and
 records stay bytes), decodes only the records whose bytes hold an event name a reader
-knows (:func:`~otel_progress.logs.adapters_proto.records_from_slim`), reads each with the
-agents' readers (:mod:`otel_progress.logs`) and feeds one shared
-:class:`~otel_progress.logs.tracker.LogRunTracker`; the runs a request touched are
+knows (:func:`~otel_progress.otlp.logs_proto.records_from_slim`), reads each with the
+agents' readers (:mod:`otel_progress.conventions.logs`) and feeds one shared
+:class:`~otel_progress.runs.logruns.LogRunTracker`; the runs a request touched are
 released to the engine at the end of the request (records inside one request are put in
 each run's own order; across requests, arrival order), and a run ends when idle for the
 trace TTL. Detections are written into the request as the design of issue 12 asks:
@@ -16,7 +16,7 @@ trace TTL. Detections are written into the request as the design of issue 12 ask
   above, the tool call's id and the run's ids) is added in the offending record's resource
   and scope, or, when that record came in an earlier request, in a resource copied from the
   run's latest record;
-- a ``gen_ai.evaluation.result`` record (:mod:`otel_progress.evaluation`, written by
+- a ``gen_ai.evaluation.result`` record (:mod:`otel_progress.model.evaluation`, written by
   :func:`~.log_events.evaluation_record` as for traces), in the offending record's span
   context when it has one (coding agents' records often have none), with the tool call's
   id, the run key and the run's ids, in the same resource under the scope
@@ -57,12 +57,12 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
 
+from ..conventions.logs import event_names, read_log
 from ..engine import ProgressEngine
-from ..evaluation import detection_events as detection_events_mode
-from ..limits import clip_chars
-from ..logs import event_names, read_log
-from ..logs.adapters_proto import name_markers, records_from_slim
 from ..model import Detection
+from ..model.evaluation import detection_events as detection_events_mode
+from ..model.limits import clip_chars
+from ..otlp.logs_proto import name_markers, records_from_slim
 from ..runs.budget import StateBudget
 from ..runs.identity import log_session
 from ..runs.logruns import FED_KINDS, SESSION_END_EVENTS, LogRunTracker, RunEnd

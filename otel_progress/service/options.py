@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import SCALAR_TYPES, coerce_scalar
-from ..evaluation import DETECTION_EVENTS
+from ..engine.config import SCALAR_TYPES, coerce_scalar
+from ..model.evaluation import DETECTION_EVENTS
 
 __all__ = ["ENV_PREFIX", "OPTIONS", "ServiceConfig", "ServiceConfigError", "add_arguments", "from_args"]
 

@@ -23,7 +23,7 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ..conventions import MARKER_BYTES
-from ..spans import SpanRecord
+from ..conventions.spans import SpanRecord
 
 __all__ = [
     "EXPORT_METHOD",

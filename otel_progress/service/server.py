@@ -35,8 +35,8 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from .. import __version__
-from ..config import Config, ConfigError
 from ..engine import ProgressEngine
+from ..engine.config import Config, ConfigError
 from ..runs.budget import StateBudget
 from ..runs.model import RunModel
 from .annotate import annotated_request, tap_items

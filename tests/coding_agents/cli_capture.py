@@ -12,7 +12,7 @@ what it exports, for the Claude Code, Codex CLI, Gemini CLI and Qwen Code tests.
   the long attributes of records no reader reads (Gemini's prompt and model-response
   records are hundreds of KiB per run).
 - :func:`read_records` decodes an OTLP/JSON logs file into
-  :class:`~otel_progress.logs.LogRecordView` and :func:`detect` runs the readers and the
+  :class:`~otel_progress.conventions.logs.LogRecordView` and :func:`detect` runs the readers and the
   engine over it, run by run (what ``scan`` does with logs); :func:`brief` is what it found
   in short; :func:`golden_file` a golden file the test needs.
 - :func:`serving` is a started ``otel-progress serve`` (inline) forwarding to a
@@ -41,10 +41,10 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.logs import LogObservation, LogRecordView, event_names, read_log
-from otel_progress.logs.adapters import event_name_of, records_from_request
+from otel_progress.conventions.logs import LogObservation, LogRecordView, event_names, read_log
 from otel_progress.model import Detection
-from otel_progress.otlp_json import _attributes, any_value
+from otel_progress.otlp.files import _attributes, any_value
+from otel_progress.otlp.logs_json import event_name_of, records_from_request
 from otel_progress.scan import scan_paths
 from otel_progress.service.options import ServiceConfig
 from otel_progress.service.server import ProgressService
@@ -194,7 +194,7 @@ def slim(requests: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def read_records(path: Path) -> Iterator[LogRecordView]:
     """The log records of an OTLP/JSON logs file, in file order, through the project's
-    adapter (:func:`otel_progress.logs.adapters.records_from_request`, as scan reads them)."""
+    adapter (:func:`otel_progress.otlp.logs_json.records_from_request`, as scan reads them)."""
     index = 0
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():

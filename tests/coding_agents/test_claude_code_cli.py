@@ -34,11 +34,11 @@ from typing import Any
 
 import pytest
 
-from otel_progress.content import command_of
-from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES
+from otel_progress.conventions.spans import SpanKind, classify, read_tool_call
+from otel_progress.evidence.content import command_of
 from otel_progress.model import Reason
-from otel_progress.otlp_json import spans_from_request
-from otel_progress.spans import SpanKind, classify, read_tool_call
+from otel_progress.otlp.files import spans_from_request
 
 from .cli_capture import (
     GOLDEN,

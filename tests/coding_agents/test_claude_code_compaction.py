@@ -35,7 +35,7 @@ import pytest
 from otel_progress import Config, Reason
 from otel_progress.conventions import COMPACTION, classify, read_compaction
 from otel_progress.conventions.record import SpanKind
-from otel_progress.otlp_json import spans_from_request
+from otel_progress.otlp.files import spans_from_request
 from otel_progress.scan import scan_paths
 
 from .cli_capture import (

@@ -1,4 +1,4 @@
-"""The Claude Code log reader (otel_progress.logs.agents.claude_code) on records shaped as
+"""The Claude Code log reader (otel_progress.conventions.logs.agents.claude_code) on records shaped as
 Claude Code 2.1.332 exports them (values copied from a captured ``claude -p`` run: strings
 for booleans and counts, the event's full name in the body, ``event.name`` without the
 prefix), and on odd values, which must never raise."""
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogRecordView, read_log
-from otel_progress.logs.agents.claude_code import ClaudeCodeLogs
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogRecordView, read_log
+from otel_progress.conventions.logs.agents.claude_code import ClaudeCodeLogs
 from otel_progress.model import NOT_CAPTURED
 
 SESSION = "a1467fa1-0d64-458e-b8ef-2c89d849d39f"

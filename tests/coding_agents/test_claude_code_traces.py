@@ -80,7 +80,7 @@ def test_an_output_at_claude_codes_cut_is_a_truncated_preview() -> None:
 def test_spans_before_2_1_300_without_gen_ai_keys_are_read() -> None:
     # The shapes of 2.0.20 to 2.1.299 (read from the packages, and from the 2.1.197 capture
     # in test_claude_code_cli.py): span.type and tool_name, no gen_ai.operation.name.
-    from otel_progress.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
+    from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
 
     tool = SpanRecord(trace_id="t", span_id="s2", parent_id="s1", name="claude_code.tool",
                       attributes={"span.type": "tool", "tool_name": "Bash", "full_command": "cat notes.txt",

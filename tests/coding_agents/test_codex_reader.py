@@ -1,4 +1,4 @@
-"""The Codex CLI log reader (otel_progress.logs.agents.codex) on records shaped as Codex
+"""The Codex CLI log reader (otel_progress.conventions.logs.agents.codex) on records shaped as Codex
 0.171.0 exports them (attribute values copied from a captured ``codex exec`` run: strings
 for booleans and counts, an empty body, ``timeUnixNano`` 0)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, LogRecordView, read_log
-from otel_progress.logs.agents.codex import PREVIEW_TRUNCATED, normalise_output
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, LogRecordView, read_log
+from otel_progress.conventions.logs.agents.codex import PREVIEW_TRUNCATED, normalise_output
 
 CONV = "01a23123-0da7-7c22-a738-78a1aeb87405"
 

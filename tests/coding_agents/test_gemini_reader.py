@@ -1,4 +1,4 @@
-"""The Gemini CLI log reader (otel_progress.logs.agents.gemini_cli) on records shaped as
+"""The Gemini CLI log reader (otel_progress.conventions.logs.agents.gemini_cli) on records shaped as
 Gemini CLI 0.61.0 exports them (attribute values copied from a captured ``gemini -p`` run:
 real booleans and numbers, ``function_args`` and ``metadata`` as pretty JSON)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_progress.logs import EVIDENCE_ARGUMENTS, LogRecordView, read_log
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS, LogRecordView, read_log
 from otel_progress.model import NOT_CAPTURED
 
 SESSION = "8952de0f-b068-4de3-925a-18968374eb3f"

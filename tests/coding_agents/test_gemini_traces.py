@@ -20,8 +20,8 @@ import pytest
 
 from otel_progress.conventions import SpanRecord, classify, read_tool
 from otel_progress.conventions.record import SpanKind
+from otel_progress.conventions.spans import read_tool_call, run_group
 from otel_progress.scan import scan_paths
-from otel_progress.spans import read_tool_call, run_group
 
 from .cli_capture import GOLDEN
 

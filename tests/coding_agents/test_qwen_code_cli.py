@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from otel_progress.logs import EVIDENCE_ARGUMENTS
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS
 from otel_progress.scan import scan_paths
 
 from .cli_capture import (

@@ -1,4 +1,4 @@
-"""The Qwen Code log reader (otel_progress.logs.agents.qwen_code) on records shaped as Qwen
+"""The Qwen Code log reader (otel_progress.conventions.logs.agents.qwen_code) on records shaped as Qwen
 Code 0.24.4 exports them (values copied from a captured ``qwen -p`` run: ``function_args``
 as pretty-printed JSON text, booleans and counts as such), and on odd values."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from otel_progress.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogRecordView, read_log
-from otel_progress.logs.agents.qwen_code import QwenCodeLogs
+from otel_progress.conventions.logs import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogRecordView, read_log
+from otel_progress.conventions.logs.agents.qwen_code import QwenCodeLogs
 from otel_progress.model import NOT_CAPTURED
 
 SESSION = "9f51071f-ae32-4766-9d7c-31fb9090bcc6"

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
 
 _ids = itertools.count(1)
 

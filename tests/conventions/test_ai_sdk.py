@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from otel_progress import NOT_CAPTURED, ProgressEngine
-from otel_progress.analyse import analyse_trace
 from otel_progress.conventions import MARKER_BYTES, MARKER_KEYS
-from otel_progress.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
+from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
+from otel_progress.scan.analyse import analyse_trace
 
 from .helpers import record
 

@@ -1,4 +1,4 @@
-"""The facade (``otel_progress.spans``) and the registry: composition, the one marker list,
+"""The facade (``otel_progress.conventions.spans``) and the registry: composition, the one marker list,
 and total readers (issue 10 item 1: ``classify`` raised on a list-valued
 ``gen_ai.operation.name``)."""
 
@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from otel_progress import conventions
 from otel_progress.conventions import CONVENTIONS, MARKER_BYTES, MARKER_KEYS, MARKER_NAME_PREFIXES, is_candidate
-from otel_progress.spans import SpanKind, SpanRecord, agent_name, classify, read_tokens, read_tool_call, run_group
+from otel_progress.conventions.spans import (
+    SpanKind,
+    SpanRecord,
+    agent_name,
+    classify,
+    read_tokens,
+    read_tool_call,
+    run_group,
+)
 
 from .helpers import record
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
+from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
 from otel_progress.model import NOT_CAPTURED
-from otel_progress.spans import SpanKind, agent_name, classify, read_tokens, read_tool_call
 
 from .helpers import record
 

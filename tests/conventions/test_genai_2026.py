@@ -18,9 +18,9 @@ from otel_progress.conventions import (
     read_tool,
     tool_decision,
 )
+from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tool_call
 from otel_progress.model import Reason
 from otel_progress.scan import scan_paths
-from otel_progress.spans import SpanKind, agent_name, classify, read_tool_call
 
 from .helpers import record
 

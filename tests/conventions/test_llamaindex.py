@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from otel_progress.spans import Lineage, SpanKind, classify, read_tool_call
+from otel_progress.conventions.spans import Lineage, SpanKind, classify, read_tool_call
 
 from .helpers import record
 

@@ -7,8 +7,8 @@ Python SDK's server middleware ``mcp/server/_otel.py``: span ``tools/call {tool}
 
 from __future__ import annotations
 
+from otel_progress.conventions.spans import SpanKind, classify, read_tool_call
 from otel_progress.model import NOT_CAPTURED
-from otel_progress.spans import SpanKind, classify, read_tool_call
 
 from .helpers import record
 
@@ -62,7 +62,7 @@ def test_mcp_results_reduced_to_their_text() -> None:
 
 def test_2026_07_28_spans_are_read_without_a_session() -> None:
     from otel_progress.conventions import read_tool
-    from otel_progress.spans import SpanKind, classify
+    from otel_progress.conventions.spans import SpanKind, classify
 
     from .helpers import record
 

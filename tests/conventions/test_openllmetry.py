@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from otel_progress.spans import SpanKind, agent_name, classify, read_tool_call
+from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tool_call
 
 from .helpers import record
 

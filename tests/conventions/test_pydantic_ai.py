@@ -6,7 +6,7 @@ has ``agent_name``. Version 3+ is plain GenAI (``execute_tool {tool}``,
 
 from __future__ import annotations
 
-from otel_progress.spans import SpanKind, agent_name, classify, read_tool_call
+from otel_progress.conventions.spans import SpanKind, agent_name, classify, read_tool_call
 
 from .helpers import record
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_progress.content_settings import SETTINGS, Capture, advice_for_span, evaluate, setting_for_span
+from otel_progress.conventions.content_settings import SETTINGS, Capture, advice_for_span, evaluate, setting_for_span
 
 GENAI = SETTINGS[-1].instrumentation
 

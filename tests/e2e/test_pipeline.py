@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from otel_progress import ProgressEngine
-from otel_progress.analyse import analyse_trace
-from otel_progress.otlp_json import ReadProblem, iter_documents, spans_from_request
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
+from otel_progress.otlp.files import ReadProblem, iter_documents, spans_from_request
+from otel_progress.scan.analyse import analyse_trace
 from tests.service.helpers import free_port, http_get, prom_value, wait_until
 
 from .conftest import REPO, Procs, start_prometheus

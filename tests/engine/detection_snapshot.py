@@ -33,8 +33,8 @@ from bench.bench_engine import REAL_DIR, iter_traces, real_files
 from bench.quality.corpus import load_corpus
 from bench.quality.otlp import build_trace
 from otel_progress import Config, Detection, ProgressEngine
-from otel_progress.analyse import analyse_trace
-from otel_progress.otlp_json import spans_from_request
+from otel_progress.otlp.files import spans_from_request
+from otel_progress.scan.analyse import analyse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = Path(__file__).with_name("snapshots")

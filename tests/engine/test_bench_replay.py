@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.bench_engine import record_replay, replay
 from otel_progress import Config, ProgressEngine
-from otel_progress.analyse import analyse_trace
+from otel_progress.scan.analyse import analyse_trace
 from otel_progress.service.otlp import span_record
 from tests.service.helpers import loop_trace, progressing_trace
 

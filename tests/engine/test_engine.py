@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from otel_progress import NOT_CAPTURED, Config, ProgressEngine, Reason, ToolCall
-from otel_progress.canonical import Digester
+from otel_progress.evidence.canonical import Digester
 
 from .helpers import S, brief, call, make_calls, run
 

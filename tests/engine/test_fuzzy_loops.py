@@ -11,10 +11,10 @@ timeouts without an answer.
 from __future__ import annotations
 
 from otel_progress import Config
-from otel_progress.generic import bare_acknowledgement, uninformative_failure
-from otel_progress.location import location_of, normalise_url
-from otel_progress.opaque import is_opaque, mask_opaque
-from otel_progress.views import Sketch, Views, only_repeats
+from otel_progress.evidence.generic import bare_acknowledgement, uninformative_failure
+from otel_progress.evidence.location import location_of, normalise_url
+from otel_progress.evidence.opaque import is_opaque, mask_opaque
+from otel_progress.evidence.views import Sketch, Views, only_repeats
 
 from .helpers import brief, call, run
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_progress import NOT_CAPTURED, Config, ProgressEngine, ToolCall, first_repeat_turn
-from otel_progress.canonical import Digester, canonical_json, normalise_action
-from otel_progress.spans import SpanRecord, read_tokens, read_tool_call
+from otel_progress.conventions.spans import SpanRecord, read_tokens, read_tool_call
+from otel_progress.evidence.canonical import Digester, canonical_json, normalise_action
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63),

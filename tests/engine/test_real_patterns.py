@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from otel_progress import Config
-from otel_progress.canonical import error_signature_text
-from otel_progress.content import command_of, is_deliberate_wait, is_empty, same_prose, says_nothing_found
+from otel_progress.evidence.canonical import error_signature_text
+from otel_progress.evidence.content import command_of, is_deliberate_wait, is_empty, same_prose, says_nothing_found
 
 from .helpers import brief, call, run
 

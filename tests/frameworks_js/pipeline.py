@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_progress.otlp_json import ReadProblem, iter_documents, spans_from_request
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
+from otel_progress.otlp.files import ReadProblem, iter_documents, spans_from_request
 from tests.e2e.conftest import Procs
 from tests.service.helpers import free_port, http_get, wait_until
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
 from tests._matrix.runs import DETECTION_EVENTS, OFFLINE_ENV, dump_output, environ_without, run_captured
 
 from .envs import app_dir

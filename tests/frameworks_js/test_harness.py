@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
 from tests._matrix.rows import load_script
 
 from . import envs

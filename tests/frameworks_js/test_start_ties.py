@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_progress.conventions.spans import classify
 from otel_progress.runs.replay import MODEL_START, TOOL_START, in_replay_order
-from otel_progress.spans import classify
 
 from .pipeline import Pipeline, requests_of, spans_of
 from .runs import detection_events, is_tool_span, scan_json

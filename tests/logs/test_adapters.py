@@ -9,9 +9,9 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from otel_progress.logs.adapters import event_name_of, is_logs_document, records_from_request
-from otel_progress.logs.adapters_proto import records_from_proto
-from otel_progress.otlp_json import ReadProblem
+from otel_progress.otlp.files import ReadProblem
+from otel_progress.otlp.logs_json import event_name_of, is_logs_document, records_from_request
+from otel_progress.otlp.logs_proto import records_from_proto
 
 from .conftest import b64_ids, documents, golden
 
@@ -78,7 +78,7 @@ def test_protobuf_gives_the_same_views_as_json() -> None:
 
 
 def test_protobuf_name_filter_keeps_indices() -> None:
-    from otel_progress.logs import event_names
+    from otel_progress.conventions.logs import event_names
 
     for doc in documents(golden("gemini-cli-0.61.0-loop.jsonl")):
         message = json_format.ParseDict(b64_ids(doc), ExportLogsServiceRequest(), ignore_unknown_fields=True)
@@ -101,7 +101,7 @@ def test_records_no_reader_reads_are_read_lean_with_the_same_outcome() -> None:
     and the records it reads are given whole. Odd records too: a known name only in the
     ``event.name`` attribute (beside another OTLP event name), in a body that is a bare
     string or an undecodable ``bytesValue``, or in a ``stringValue`` that is not a string."""
-    from otel_progress.logs import event_names, read_log
+    from otel_progress.conventions.logs import event_names, read_log
 
     names = event_names()
     odd = _doc({"eventName": "foo", "body": {"bytesValue": "claude_code.tool_result"},
@@ -130,8 +130,8 @@ def test_a_slim_request_gives_the_views_of_the_decoded_message() -> None:
     bytes hold a known name) yields what ``records_from_proto`` yields for the decoded
     message, with and without the name filter, on every golden capture; an odd record too
     (a known name only in an ``event.name`` attribute, after an OTLP name of 200 characters)."""
-    from otel_progress.logs import event_names
-    from otel_progress.logs.adapters_proto import records_from_slim
+    from otel_progress.conventions.logs import event_names
+    from otel_progress.otlp.logs_proto import records_from_slim
     from otel_progress.service.otlp import SlimLogsRequest
 
     odd = _doc({"eventName": "x" * 200, "body": {"stringValue": "y"},

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_progress import ProgressEngine
-from otel_progress.logs.adapters import records_from_request
-from otel_progress.logs.tracker import LogRunTracker
+from otel_progress.otlp.logs_json import records_from_request
+from otel_progress.runs.logruns import LogRunTracker
 from otel_progress.scan import run_scan
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),

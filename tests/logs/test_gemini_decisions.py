@@ -4,8 +4,8 @@ types.ts`` ``ToolCallEvent``): a call rejected at its confirmation never ran; wi
 
 from __future__ import annotations
 
-from otel_progress.logs.agents.gemini_cli import GeminiCliConvention
-from otel_progress.logs.record import LogRecordView
+from otel_progress.conventions.logs.agents.gemini_cli import GeminiCliConvention
+from otel_progress.conventions.logs.record import LogRecordView
 
 
 def _read(**attributes: object):

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_progress.logs import read_log
-from otel_progress.logs.adapters import records_from_request
-from otel_progress.otlp_json import _attributes
+from otel_progress.conventions.logs import read_log
+from otel_progress.otlp.files import _attributes
+from otel_progress.otlp.logs_json import records_from_request
 
 from .conftest import GOLDEN, documents
 

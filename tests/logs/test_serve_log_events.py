@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_progress import Config
-from otel_progress.evaluation import EVENT_NAME
+from otel_progress.model.evaluation import EVENT_NAME
 from otel_progress.service.annotate import SCOPE_NAME
 from otel_progress.service.otlp import any_value
 from otel_progress.service.server import ProgressService

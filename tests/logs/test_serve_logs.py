@@ -196,7 +196,7 @@ def test_sdk_otlp_log_exporter_to_serve(sink: LogsSink) -> None:
     from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
     from opentelemetry.sdk.resources import Resource
 
-    from otel_progress.logs.adapters import records_from_request
+    from otel_progress.otlp.logs_json import records_from_request
 
     service = _service(forward_endpoint=f"127.0.0.1:{sink.port}")
     provider = LoggerProvider(resource=Resource.create({"service.name": "codex_exec"}))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from otel_progress import ProgressEngine
-from otel_progress.logs.adapters import records_from_request
-from otel_progress.logs.tracker import LogRunTracker
+from otel_progress.otlp.logs_json import records_from_request
+from otel_progress.runs.logruns import LogRunTracker
 
 from .conftest import documents, golden
 

@@ -23,8 +23,8 @@ from opentelemetry.trace import Tracer
 
 from otel_progress import Config, ConfigError, Detection, ProgressSpanProcessor
 from otel_progress.demo import DEMO_MANIFEST, SCENARIOS, ScriptedAgent
+from otel_progress.engine.manifest import parse_manifest
 from otel_progress.instrument import ProgressInstrumentor
-from otel_progress.manifest import parse_manifest
 
 from .conftest import (
     BrokenEngine,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import pytest
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.analyse import analyse_trace
-from otel_progress.spans import SpanRecord
+from otel_progress.conventions.spans import SpanRecord
+from otel_progress.scan.analyse import analyse_trace
 
 from .conftest import Rig, make_rig, progress_events
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_progress.otlp_json import iter_documents, open_input, spans_from_request
+from otel_progress.otlp.files import iter_documents, open_input, spans_from_request
 
 from .conftest import ROOT, run_script
 

@@ -3,7 +3,7 @@
 Every table the processor keeps is bounded by its limit whatever the application does;
 a span the application drops without ending it is forgotten; and every free-text value
 that reaches the exported telemetry (metric attributes, event attributes) is cut to its
-documented limit (otel_progress.limits)."""
+documented limit (otel_progress.model.limits)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from opentelemetry import trace
 
 from otel_progress import Config
-from otel_progress.limits import MAX_ATTRIBUTE_BYTES, MAX_METRIC_CHARS
+from otel_progress.model.limits import MAX_ATTRIBUTE_BYTES, MAX_METRIC_CHARS
 
 from .conftest import Rig, make_rig, progress_events
 

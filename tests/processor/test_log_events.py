@@ -20,8 +20,8 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from opentelemetry.sdk.resources import Resource
 
 from otel_progress import Config, ConfigError, ProgressSpanProcessor
-from otel_progress.evaluation import EVENT_NAME
 from otel_progress.instrument import ProgressInstrumentor
+from otel_progress.model.evaluation import EVENT_NAME
 from otel_progress.processor.log_events import logs_configured
 
 from .conftest import ROOT, docs_loop, json_objects, make_rig, progress_events, run_script

@@ -13,10 +13,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_progress import Config, ProgressEngine, ProgressSpanProcessor
-from otel_progress.analyse import analyse_trace
+from otel_progress.conventions.spans import SpanRecord
 from otel_progress.demo import DEMO_MANIFEST, SCENARIOS
-from otel_progress.manifest import parse_manifest
-from otel_progress.spans import SpanRecord
+from otel_progress.engine.manifest import parse_manifest
+from otel_progress.scan.analyse import analyse_trace
 
 from .conftest import BrokenEngine, ExplodingProcessor, Rig, docs_loop, make_rig, progress_attrs, progress_events
 

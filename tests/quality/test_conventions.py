@@ -13,8 +13,8 @@ from bench.quality.corpus import load_corpus
 from bench.quality.otlp import CONVENTIONS, build_trace, write_traces
 from bench.quality.ours import ProcessorDetector, ScanDetector, processor_available
 from otel_progress import NOT_CAPTURED
-from otel_progress.otlp_json import spans_from_request
-from otel_progress.spans import Lineage, SpanKind, read_tokens, read_tool_call
+from otel_progress.conventions.spans import Lineage, SpanKind, read_tokens, read_tool_call
+from otel_progress.otlp.files import spans_from_request
 
 RUNS = load_corpus()
 

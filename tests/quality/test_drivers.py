@@ -20,7 +20,7 @@ from bench.quality.corpus import load_corpus
 from bench.quality.otlp import build_trace
 from bench.quality.ours import run_config_file
 from otel_progress import Config, ProgressEngine
-from otel_progress.otlp_json import any_value
+from otel_progress.otlp.files import any_value
 from otel_progress.scan import scan_paths
 from otel_progress.service.detector import BatchDetector
 from tests.logs.conftest import b64_ids

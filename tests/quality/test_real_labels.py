@@ -20,7 +20,7 @@ import pytest
 
 from bench.quality import real
 from bench.quality.realruns import REAL_DIR, RealRun, load_real_runs, real_files
-from otel_progress.content import command_of, is_deliberate_wait
+from otel_progress.evidence.content import command_of, is_deliberate_wait
 
 
 @cache

@@ -18,8 +18,8 @@ import pytest
 
 from bench.quality.corpus import load_corpus, make_run
 from bench.quality.otlp import write_traces
-from otel_progress.report import write_html
 from otel_progress.scan import run_scan, scan_paths
+from otel_progress.scan.report import write_html
 
 CI = os.environ.get("CI", "").lower() == "true"
 

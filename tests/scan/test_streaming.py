@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.analyse import analyse_trace
 from otel_progress.cli import main
-from otel_progress.otlp_json import iter_documents, open_input, spans_from_request
+from otel_progress.otlp.files import iter_documents, open_input, spans_from_request
 from otel_progress.scan import MAX_PROBLEMS_SHOWN, scan_paths
+from otel_progress.scan.analyse import analyse_trace
 from tests.otlp_builder import TraceBuilder, example_traces, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]

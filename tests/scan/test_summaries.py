@@ -111,9 +111,9 @@ def test_table_json_and_html_count_the_same_detections(demo: tuple[Path, str], t
 
 
 def test_demo_settings_file_round_trips(tmp_path: Path) -> None:
-    from otel_progress.config import Config
     from otel_progress.demo import DEMO_MANIFEST, write_settings
-    from otel_progress.manifest import parse_manifest
+    from otel_progress.engine.config import Config
+    from otel_progress.engine.manifest import parse_manifest
 
     config = Config(window=12, disabled_signals=frozenset({"barren"}), volatile_keys=frozenset({"ts", "Request-Id"}),
                     implicit_waits=False, implicit_max_wait_seconds=60.5, digest_key="secret",

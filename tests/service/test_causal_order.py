@@ -14,11 +14,11 @@ import pytest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.analyse import analyse_trace
+from otel_progress.conventions.spans import classify
 from otel_progress.runs import causal, replay
+from otel_progress.scan.analyse import analyse_trace
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.otlp import key_values, span_record
-from otel_progress.spans import classify
 
 from .helpers import T0, request
 

@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_progress import Config, ProgressEngine
-from otel_progress.analyse import analyse_trace
+from otel_progress.scan.analyse import analyse_trace
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.otlp import span_record
 

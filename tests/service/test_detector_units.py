@@ -16,9 +16,9 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_progress import Config, ProgressEngine
+from otel_progress.conventions.spans import SpanRecord, classify, read_tool_call
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.otlp import MARKERS, attributes_dict, marked_spans, may_be_genai, span_record
-from otel_progress.spans import SpanRecord, classify, read_tool_call
 
 from .helpers import http_span, request, span, tool_span
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from otel_progress.evaluation import EVENT_NAME
+from otel_progress.model.evaluation import EVENT_NAME
 from otel_progress.service.options import ServiceConfigError, from_args
 from otel_progress.service.otlp import any_value
 

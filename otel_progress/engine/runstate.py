@@ -1,0 +1,158 @@
+"""One run's state: everything the engine remembers about an agent run between its calls
+(:class:`RunState`), and the sorted digest sets its signals share (:func:`admit`).
+
+The :class:`~otel_progress.engine.pipeline.Pipeline` builds a run's steps and runs the signals
+over this state; each signal keeps its own part in :attr:`RunState.states`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any
+
+from ..evidence.content import ResultMemory
+from ..evidence.opaque import OpaqueText
+from ..evidence.views import Views
+from ..model import ToolCall
+from .escalation import Attempts
+from .signals.base import holds
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+    from .signals import Step
+
+__all__ = ["RunState", "admit"]
+
+_SEEN_IDS = 24  # span ids a run remembers (redelivered spans)
+
+
+def admit(evidence: array[int], digest: int, cap: int) -> bool:
+    """Add a digest to a sorted array of distinct digests; False if it was there.
+    Past ``cap`` entries the array is emptied: forgetting can only hide a loop, never
+    invent one."""
+    i = bisect_left(evidence, digest)
+    if i < len(evidence) and evidence[i] == digest:
+        return False
+    if len(evidence) >= cap:
+        del evidence[:]
+        i = 0
+    evidence.insert(i, digest)
+    return True
+
+
+class RunState:
+    """Everything the engine remembers about one agent run. Kept small: windows are
+    bounded by the configuration, tables by fixed caps."""
+
+    __slots__ = (
+        "agent",
+        "attempts",
+        "best_goal",
+        "derived_evidence_changed",
+        "detections",
+        "duplicates",
+        "epoch_evidence",
+        "epoch_world",
+        "evidence",
+        "evidence_version",
+        "first_detection_tokens",
+        "first_detection_turn",
+        "goal_improved",
+        "last_plan_step",
+        "last_requests",
+        "last_state",
+        "late",
+        "level",
+        "memory",
+        "opaque",
+        "pending",
+        "pipeline",
+        "plan_advanced",
+        "run_id",
+        "seen",
+        "seen_pos",
+        "sig_evidence_version",
+        "states",
+        "step_measure",
+        "step_node",
+        "step_signature",
+        "step_state",
+        "tokens",
+        "trace",
+        "turn",
+        "views",
+        "watermark_ns",
+    )
+
+    def __init__(self, pipeline: Pipeline, trace: Any, run_id: str, agent: str | None) -> None:
+        self.pipeline = pipeline
+        self.trace = trace
+        self.run_id = run_id
+        self.agent = agent
+        self.turn = 0
+        self.tokens = 0
+        self.level = 0
+        self.detections = 0
+        self.first_detection_turn: int | None = None
+        self.first_detection_tokens = 0
+        self.states: list[Any] = [s.new_state() for s in pipeline.signals]
+        self.evidence = array("q")  # sorted distinct result digests
+        self.evidence_version = 0
+        self.sig_evidence_version = -1
+        self.last_plan_step: str | None = None
+        self.last_state: str | None = None
+        self.best_goal: float | None = None
+        self.pending: list[ToolCall] = []
+        self.seen = array("q", bytes(8 * _SEEN_IDS))
+        self.seen_pos = 0
+        self.watermark_ns = 0
+        self.late = 0
+        self.duplicates = 0
+        self.attempts = Attempts()
+        self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.views: Views | None = None  # what each location showed (made when first needed)
+        self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
+        self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
+        # An epoch ends once the run has both changed the world (a write, a new command
+        # that succeeded silently, an acknowledged new request) and admitted a result it
+        # had never seen: a change and its effect (the frequency signal counts repeats
+        # within an epoch). The two flags say which of the two happened in this epoch.
+        self.epoch_world = False
+        self.epoch_evidence = False
+        # per-step facts, set by the pipeline before the signals run
+        self.plan_advanced = False
+        self.goal_improved = False
+        self.step_state: str | None = None
+        self.step_signature: int | None = None  # process-local (see Pipeline.exported_signature)
+        self.step_measure: float | None = None
+        self.step_node: str | None = None
+        self.derived_evidence_changed = False
+
+    def hex(self, digest: int) -> str:
+        """The exported form of a digest."""
+        return self.pipeline.digester.hex(digest)
+
+    def exported_signature(self, step: Step) -> int:
+        """The exported state signature of the current step (see
+        :meth:`Pipeline.exported_signature`)."""
+        return self.pipeline.exported_signature(step)
+
+    @property
+    def wasted_turns(self) -> int:
+        """Turns taken after the run's first detection."""
+        return 0 if self.first_detection_turn is None else self.turn - self.first_detection_turn
+
+    @property
+    def wasted_tokens(self) -> int:
+        """Tokens consumed after the run's first detection."""
+        return 0 if self.first_detection_turn is None else self.tokens - self.first_detection_tokens
+
+    def remember(self, span_id: str) -> bool:
+        """Record a span id; False if it was seen recently (a redelivered span)."""
+        h = hash(span_id) if span_id else 0
+        if h and holds(self.seen, h):
+            return False
+        self.seen[self.seen_pos] = h
+        self.seen_pos = (self.seen_pos + 1) % _SEEN_IDS
+        return True

@@ -1,2 +1,0 @@
-"""One module per coding agent whose OTLP log events otel-progress reads (see
-:mod:`otel_progress.logs`)."""
