@@ -457,7 +457,7 @@ def in_process(requests: list[tuple[bytes, int]], warmup: int, mode: str, null: 
 
     detector = BatchDetector(_null_engine() if null else ProgressEngine(Config()))
     gc.collect()
-    gc.freeze()  # as otel-progress serve tunes its process's collector (server._tune_gc)
+    gc.freeze()  # as otel-progress serve tunes its process's collector (service.run._tune_gc)
     thresholds = gc.get_threshold()
     gc.set_threshold(10_000, 10, 10)
 

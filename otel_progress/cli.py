@@ -217,7 +217,7 @@ def _main(argv: Sequence[str] | None) -> int:
                         max_held_spans=args.max_held_spans)
     if args.command == "serve":
         from .service.options import ServiceConfigError, from_args
-        from .service.server import run_serve
+        from .service.run import run_serve
 
         try:
             service_config = from_args(args)

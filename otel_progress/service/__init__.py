@@ -27,7 +27,7 @@ _WHERE = {
     "BatchResult": "detector",
     "MalformedRequest": "detector",
     "ProgressService": "server",
-    "run_serve": "server",
+    "run_serve": "run",
     "ServiceConfig": "options",
     "ServiceConfigError": "options",
     "add_arguments": "options",

@@ -1,0 +1,76 @@
+"""The service's maintenance thread: twice a second, what no request triggers.
+
+It closes and evicts the traces due (:meth:`.detector.BatchDetector.maintain`; their
+detections, having no request to go in, are sent as log records when detection records
+are on), ends the log runs idle for the run TTL (their findings go to the logs tap), and
+probes the downstream while it is marked unreachable, so that readiness recovers without
+traffic (:class:`.downstream.DownstreamState`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .detector import BatchDetector
+from .logs import LogsDetector
+from .metrics import ServiceMetrics
+from .otlp import ExportTraceServiceRequest
+from .outputs import Outputs
+
+__all__ = ["Maintenance"]
+
+_log = logging.getLogger("otel_progress.service")
+
+_EMPTY_REQUEST = ExportTraceServiceRequest().SerializeToString()
+
+
+class Maintenance:
+    """A daemon thread from :meth:`start` to :meth:`stop`. A failing round is counted
+    (``progress.service.errors``) and logged; the thread goes on."""
+
+    def __init__(self, detector: BatchDetector, logs: LogsDetector, outputs: Outputs,
+                 metrics: ServiceMetrics) -> None:
+        self._detector = detector
+        self._logs = logs
+        self._outputs = outputs
+        self._metrics = metrics
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otel-progress-maintain", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread and wait for it (at most ``timeout`` seconds)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self._round()
+            except Exception:  # pragma: no cover - never let maintenance die
+                self._metrics.add("progress.service.errors")
+                _log.exception("otel-progress: maintenance failed")
+
+    def _round(self) -> None:
+        outputs = self._outputs
+        found = self._detector.maintain()
+        if found and outputs.detection_logs is not None:
+            outputs.detection_logs.detached(found)  # (no request to go in: as log records)
+        ended = self._logs.end_idle()
+        if ended.added and outputs.logs_tap is not None:
+            outputs.logs_tap.submit(self._logs.findings_request(ended))
+        self._probe_downstream()
+
+    def _probe_downstream(self) -> None:
+        """While the downstream is marked unreachable, send it an empty Export request
+        now and then, so that readiness recovers without traffic."""
+        state, fwd = self._outputs.downstream, self._outputs.forwarder
+        if state is None or fwd is None or not state.probe_due():
+            return
+        result = fwd.forward(_EMPTY_REQUEST, 1.0)
+        state.record(result.ok, result.code, result.message)
