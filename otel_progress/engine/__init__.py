@@ -408,7 +408,7 @@ class ProgressEngine:
 
     def rename_run(self, trace_id: str, run_id: str, new_run_id: str) -> bool:
         """Give a run another id within its trace (a run whose identity became known after
-        its first calls: the service's provisional runs, see ``otel_progress.runs.traces``).
+        its first calls: the service's provisional runs, see ``otel_progress.runs.provisional``).
         False (nothing changed) when there is no such run or ``new_run_id`` is taken."""
         with self._lock:
             trace = self._traces.get(trace_id)

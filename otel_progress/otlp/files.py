@@ -446,10 +446,7 @@ def iter_documents(
             pending.append(raw_line)
             pending_bytes += len(raw_line)
             if pending_bytes > max_document_bytes:
-                yield ReadProblem(source, pending_start,
-                                  f"lines {pending_start}-{line_no} are not valid JSON line by line, and not one"
-                                  f" JSON document within the {_mb(max_document_bytes)} limit for a"
-                                  " multi-line document; skipped")
+                yield _not_one_document(source, pending_start, line_no, max_document_bytes)
                 pending, pending_bytes = [], 0
             continue
         if not raw_line.strip():
@@ -469,15 +466,29 @@ def iter_documents(
         first = False
         yield line_no, doc
     if pending:
-        docs, failed_at = _concatenated(b"".join(pending))
-        if not docs:
-            yield from _flush_pending(pending, source, pending_start)
-        else:
-            for offset_line, doc in docs:
-                yield pending_start + offset_line, doc
-            if failed_at is not None:
-                yield ReadProblem(source, pending_start + failed_at, "not valid JSON from here on (after"
-                                  f" {len(docs)} multi-line document(s)); the rest of the file is skipped")
+        yield from _pending_documents(pending, source, pending_start)
+
+
+def _not_one_document(source: str, start: int, end: int, limit: int) -> ReadProblem:
+    """Lines ``start``-``end``, collected as a possible multi-line document, are past the
+    limit: they are skipped."""
+    return ReadProblem(source, start, f"lines {start}-{end} are not valid JSON line by line, and not one"
+                                      f" JSON document within the {_mb(limit)} limit for a"
+                                      " multi-line document; skipped")
+
+
+def _pending_documents(pending: list[bytes], source: str, start: int) -> Iterator[tuple[int, Any] | ReadProblem]:
+    """The end of the input, with lines collected since ``start`` as a possible multi-line
+    document: its documents (one or several back to back), or the lines reported."""
+    docs, failed_at = _concatenated(b"".join(pending))
+    if not docs:
+        yield from _flush_pending(pending, source, start)
+        return
+    for offset_line, doc in docs:
+        yield start + offset_line, doc
+    if failed_at is not None:
+        yield ReadProblem(source, start + failed_at, "not valid JSON from here on (after"
+                          f" {len(docs)} multi-line document(s)); the rest of the file is skipped")
 
 
 def _concatenated(data: bytes) -> tuple[list[tuple[int, Any]], int | None]:

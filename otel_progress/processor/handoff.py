@@ -21,7 +21,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 
-from ..runs.live import CLASSIFY_KEYS
+from ..runs.livetables import CLASSIFY_KEYS
 from .sdk import SHAPE_ERRORS, local_parent, public_fields
 
 __all__ = ["BackgroundAnalysis"]

@@ -1,7 +1,7 @@
 """``ProgressSpanProcessor``: the SDK's ``SpanProcessor`` interface around the tracker.
 
 It forwards every call to the processors it wraps, feeds span starts and ends to the
-:class:`~.tracker.RunTracker` (on the application's thread, or through the
+:class:`~otel_progress.runs.live.RunTracker` (on the application's thread, or through the
 :class:`~.handoff.BackgroundAnalysis` worker), and puts what the engine detects on the
 spans (:mod:`.annotation`), into the metrics and to the ``on_detection`` hook. Every
 error is caught, counted and logged at most once per five minutes per kind: nothing is
@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from ..engine import ProgressEngine
 from ..engine.config import Config
 from ..model import Detection
-from ..runs.live import CLASSIFY_KEYS, OTHER, Entry, RunTracker
+from ..runs.live import RunTracker
+from ..runs.livetables import CLASSIFY_KEYS, OTHER, Entry
 from ..runs.model import RunModel
 from .annotation import annotate_live, annotated_copy
 from .content import ContentWatch

@@ -7,10 +7,15 @@ spans as many traces as it has calls. A scan reads those traces in any order, so
 them in time order (within ``max_calls``: past it the earliest held calls of the largest
 run are fed to the engine at once, in order), so the detections do not depend on the
 order of the documents. A call read twice (its trace analysed again) is held once.
+
+The drivers that stream (the processor, serve) feed a grouped run's calls as they come and
+end it when it has been idle for the engine's ``run_ttl_seconds`` (or at shutdown):
+:class:`IdleGroups`.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -20,7 +25,7 @@ from ..model import Detection, ToolCall
 from .identity import span_session
 from .model import RunModel
 
-__all__ = ["HeldGroups"]
+__all__ = ["HeldGroups", "IdleGroups"]
 
 _ORDER = lambda c: (c.start_ns, c.end_ns, c.span_id)  # noqa: E731 (the engine's order of calls)
 
@@ -86,3 +91,34 @@ class HeldGroups:
                 model.tag_all(placed[-1:], session)
             yield key, placed, summaries
         self._trace_of.clear()
+
+
+class IdleGroups:
+    """The grouped runs a streaming driver has fed, with when each was last seen (least
+    recently first), ended through the run model when idle (summarised like any run)."""
+
+    def __init__(self, model: RunModel) -> None:
+        self.model = model
+        self._seen: OrderedDict[str, float] = OrderedDict()  # engine trace key -> last seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def seen(self, key: str, now: float) -> None:
+        """A call of the grouped run ``key`` was fed at ``now``."""
+        self._seen[key] = now
+        self._seen.move_to_end(key)
+
+    def end_idle(self, idle_before: float | None = None) -> list[Detection]:
+        """End the grouped runs last seen at or before ``idle_before`` (None: all of them);
+        returns their last detections (those reported: :meth:`RunModel.reported`)."""
+        out: list[Detection] = []
+        groups = self._seen
+        while groups:
+            key, seen = next(iter(groups.items()))
+            if idle_before is not None and seen > idle_before:
+                break
+            del groups[key]
+            dets, _summaries = self.model.end_trace(key)
+            out.extend(self.model.reported(dets))
+        return out

@@ -310,7 +310,7 @@ class BatchDetector:
 
     @property
     def held_bytes(self) -> int:
-        """Estimated bytes of the trace state held (see :mod:`otel_progress.runs.traces`).
+        """Estimated bytes of the trace state held (see :mod:`otel_progress.runs.opentraces`).
         ``max_state_bytes`` bounds it together with the log runs' (:attr:`budget`)."""
         return self.traces.held_bytes
 
