@@ -21,6 +21,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"otel-progress {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_scan(sub)
+    _add_demo(sub)
+    _add_serve(sub)
+    _add_doctor(sub)
+    return parser
+
+
+def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``scan`` command's arguments."""
     scan = sub.add_parser(
         "scan",
         help="detect loops in exported OTLP/JSON traces and logs",
@@ -50,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     bar.add_argument("--no-progress", dest="progress", action="store_false",
                      help="never show the progress bar")
 
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``demo`` command's arguments."""
     demo = sub.add_parser(
         "demo",
         help="run scripted looping and healthy agents through the SDK with the processor",
@@ -67,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                            " otel-progress-demo.jsonl in ${OTEL_PROGRESS_CACHE:-~/.cache/otel-progress}/demo/,"
                            " not the current directory)")
 
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``serve`` command's arguments (:mod:`otel_progress.service.options`)."""
     serve = sub.add_parser(
         "serve",
         help="run the OTLP/gRPC detection service for traces and logs (for a Collector pipeline)",
@@ -83,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
 
     _serve_arguments(serve)
 
+
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``doctor`` command's arguments (:mod:`otel_progress.doctor`)."""
     doctor = sub.add_parser(
         "doctor",
         help="tell why nothing can be detected: instrumentors, content settings, a watched run",
@@ -98,7 +116,6 @@ def _parser() -> argparse.ArgumentParser:
     from .doctor import add_arguments as _doctor_arguments
 
     _doctor_arguments(doctor)
-    return parser
 
 
 def _positive(text: str) -> int:

@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -303,113 +303,29 @@ def run_demo(
 ) -> int:
     """Run the scripted agents and print what was detected; returns the exit status (0;
     2 when ``output`` cannot be written). ``output`` None: no file."""
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
-    from .processor import ProgressSpanProcessor
-
     out = stdout or sys.stdout
     chosen = list(scenarios) if scenarios is not None else [
         Scenario(s.agent, s.story, s.expect_detection, s.run, s.seed) for s in SCENARIOS
     ]
-    if config is None:
-        config = Config.from_env()
-        if not config.manifest:
-            config = config.replace(manifest=parse_manifest(DEMO_MANIFEST, "demo manifest"))
+    config = _demo_config(config)
     exporters: list[SpanExporter] = []
     settings_path = None
     if output:
-        from .scan import writable
-
-        settings_path = settings_file_for(output)
-        if output == default_output():
-            with contextlib.suppress(OSError):  # a failure is reported just below
-                os.makedirs(os.path.dirname(output), exist_ok=True)
-        for path in (output, settings_path):
-            why = writable(path)
-            if why is not None:
-                sys.stderr.write(f"otel-progress demo: cannot write {why}\n")
-                return 2
-        try:
-            if os.path.exists(output):
-                os.remove(output)
-            exporters.append(OtlpJsonFileExporter(output))
-            write_settings(config, settings_path)
-        except OSError as exc:
-            sys.stderr.write(f"otel-progress demo: cannot write {output}: {exc.strerror or exc}\n")
+        settings_path = _file_exporter(output, config, exporters)
+        if settings_path is None:
             return 2
     otlp = _otlp_exporter(out)
     if otlp is not None:
         exporters.append(otlp)
-    current: list[Scenario] = []
-    spans: dict[str, str] = {}
-
-    def hook(det: Detection) -> None:
-        if current:
-            current[0].detections.append(det)
-
-    class _Names(BatchSpanProcessor):
-        def on_end(self, span: ReadableSpan) -> None:
-            spans[format(span.context.span_id, "016x")] = span.name
-            super().on_end(span)
-
-    reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader])
-    provider = TracerProvider(sampler=ALWAYS_ON, resource=Resource.create({"service.name": "otel-progress-demo"}))
-    inner = [_Names(e, schedule_delay_millis=200) for e in exporters] or [_Names(_Discard())]
-    processor = ProgressSpanProcessor(inner, config=config, on_detection=hook, meter_provider=meters)
-    provider.add_span_processor(processor)
-    tracer = provider.get_tracer("otel_progress.demo")
-    import opentelemetry.sdk
-
-    sdk_version = getattr(opentelemetry.sdk, "__version__", None) or _dist_version("opentelemetry-sdk")
-    route = "in _on_ending" if processor.annotates_in_on_ending else "on a copy handed to the exporter"
-    out.write(f"otel-progress demo: {len(chosen)} scripted agents, OpenTelemetry SDK {sdk_version},\n"
-              f"ProgressSpanProcessor(BatchSpanProcessor(...)); tool spans annotated {route}.\n\n")
+    demo = _DemoTelemetry(exporters, config)
+    demo.write_header(out, len(chosen))
+    demo.run(chosen)
     for scenario in chosen:
-        current[:] = [scenario]
-        agent = ScriptedAgent(tracer)
-        scenario.run(agent)
-        scenario.runs = list(agent.invocations)
-    current.clear()
-    provider.force_flush()
-    for scenario in chosen:
-        verdict = "DETECTED" if scenario.detections else "healthy, left alone"
-        out.write(f"{scenario.agent:<15} {scenario.story}\n{'':<15} -> {verdict}{_runs_note(scenario.runs)}\n")
-        for det in scenario.detections:
-            figures = " ".join(f"{k}={v}" for k, v in det.figures.items())
-            where = spans.get(det.span_id, "?")
-            out.write(f"{'':<18}turn {det.turn}: {det.event} reason={det.reason.value} level={int(det.level)}"
-                      f" ({det.level.action}) scope={det.scope.value} {figures}\n")
-            out.write(f"{'':<18}on span '{where}' {det.span_id} and on its run's agent span\n")
-            label = {"nudge": "nudge", "restart": "nudge with restart", "park": "nudge with park"}[det.level.action]
-            out.write(f"{'':<18}{label}:\n")
-            for text in _short(det.nudge, 86):
-                out.write(f"{'':<20}{text}\n")
-            if det.level.action != "nudge":
-                whom = "for the fresh run" if det.level.action == "restart" else "for the reviewer"
-                out.write(f"{'':<18}handoff note ({whom}):\n")
-                for text in det.handoff.splitlines():
-                    for piece in _short(text, 86):
-                        out.write(f"{'':<20}{piece}\n")
-        out.write("\n")
-    totals = _metric_totals(reader)
-    if totals:
-        out.write("metrics (progress.*, from the OpenTelemetry metrics API):\n")
-        for name, value in totals:
-            out.write(f"  {name} {value}\n")
-        out.write("\n")
-    found = sum(len(s.detections) for s in chosen)
+        _write_scenario(out, scenario, demo.span_names)
+    _write_metrics(out, demo.reader)
     wrong = [s.agent for s in chosen if bool(s.detections) != s.expect_detection]
-    provider.shutdown()
-    meters.shutdown()
-    runs = sum(len(s.runs) for s in chosen)
-    out.write(f"{found} detections in {sum(1 for s in chosen if s.detections)} of {len(chosen)} traces"
-              f" ({runs} runs: each agent invocation is a run, as scan counts them);"
-              f" healthy agents left alone: {sum(1 for s in chosen if not s.expect_detection and not s.detections)}"
-              f" of {sum(1 for s in chosen if not s.expect_detection)}.\n")
-    if wrong:
-        out.write(f"unexpected outcome for: {', '.join(wrong)}\n")
+    demo.shutdown()
+    _write_summary(out, chosen, wrong)
     if output and settings_path:
         out.write(f"spans written to {output} (OTLP/JSON), the settings used to {settings_path};"
                   " this reproduces the detections above:\n"
@@ -418,6 +334,144 @@ def run_demo(
         out.write("spans also sent to the OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT\n")
     out.flush()
     return 0
+
+
+def _demo_config(config: Config | None) -> Config:
+    """``config``, else the environment's, with the demo's manifest where it has none."""
+    if config is None:
+        config = Config.from_env()
+        if not config.manifest:
+            config = config.replace(manifest=parse_manifest(DEMO_MANIFEST, "demo manifest"))
+    return config
+
+
+def _file_exporter(output: str, config: Config, exporters: list[SpanExporter]) -> str | None:
+    """Add the exporter to the file ``output`` to ``exporters`` and write the settings
+    beside it; returns the settings file's path, or None (said on stderr) when either
+    cannot be written."""
+    from .scan import writable
+
+    settings_path = settings_file_for(output)
+    if output == default_output():
+        with contextlib.suppress(OSError):  # a failure is reported just below
+            os.makedirs(os.path.dirname(output), exist_ok=True)
+    for path in (output, settings_path):
+        why = writable(path)
+        if why is not None:
+            sys.stderr.write(f"otel-progress demo: cannot write {why}\n")
+            return None
+    try:
+        if os.path.exists(output):
+            os.remove(output)
+        exporters.append(OtlpJsonFileExporter(output))
+        write_settings(config, settings_path)
+    except OSError as exc:
+        sys.stderr.write(f"otel-progress demo: cannot write {output}: {exc.strerror or exc}\n")
+        return None
+    return settings_path
+
+
+class _DemoTelemetry:
+    """The demo's SDK set-up: a tracer provider with the progress processor around a
+    batch processor per exporter, an in-memory metric reader, the detections collected
+    per scenario and the names of the exported spans."""
+
+    def __init__(self, exporters: Sequence[SpanExporter], config: Config) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        from .processor import ProgressSpanProcessor
+
+        self.current: list[Scenario] = []
+        self.span_names: dict[str, str] = {}
+        names = self.span_names
+
+        class _Names(BatchSpanProcessor):
+            def on_end(self, span: ReadableSpan) -> None:
+                names[format(span.context.span_id, "016x")] = span.name
+                super().on_end(span)
+
+        self.reader = InMemoryMetricReader()
+        self.meters = MeterProvider(metric_readers=[self.reader])
+        self.provider = TracerProvider(sampler=ALWAYS_ON,
+                                       resource=Resource.create({"service.name": "otel-progress-demo"}))
+        inner = [_Names(e, schedule_delay_millis=200) for e in exporters] or [_Names(_Discard())]
+        self.processor = ProgressSpanProcessor(inner, config=config, on_detection=self._hook,
+                                               meter_provider=self.meters)
+        self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer("otel_progress.demo")
+
+    def _hook(self, det: Detection) -> None:
+        if self.current:
+            self.current[0].detections.append(det)
+
+    def write_header(self, out: TextIO, count: int) -> None:
+        """The first lines: how many agents, the SDK version, where tool spans are annotated."""
+        import opentelemetry.sdk
+
+        sdk_version = getattr(opentelemetry.sdk, "__version__", None) or _dist_version("opentelemetry-sdk")
+        route = "in _on_ending" if self.processor.annotates_in_on_ending else "on a copy handed to the exporter"
+        out.write(f"otel-progress demo: {count} scripted agents, OpenTelemetry SDK {sdk_version},\n"
+                  f"ProgressSpanProcessor(BatchSpanProcessor(...)); tool spans annotated {route}.\n\n")
+
+    def run(self, chosen: Sequence[Scenario]) -> None:
+        """Run each scenario's agent (its detections and runs are kept on it), then flush."""
+        for scenario in chosen:
+            self.current[:] = [scenario]
+            agent = ScriptedAgent(self.tracer)
+            scenario.run(agent)
+            scenario.runs = list(agent.invocations)
+        self.current.clear()
+        self.provider.force_flush()
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+        self.meters.shutdown()
+
+
+def _write_scenario(out: TextIO, scenario: Scenario, spans: Mapping[str, str]) -> None:
+    """A scenario's verdict and each detection: where, what, the nudge and handoff texts."""
+    verdict = "DETECTED" if scenario.detections else "healthy, left alone"
+    out.write(f"{scenario.agent:<15} {scenario.story}\n{'':<15} -> {verdict}{_runs_note(scenario.runs)}\n")
+    for det in scenario.detections:
+        figures = " ".join(f"{k}={v}" for k, v in det.figures.items())
+        where = spans.get(det.span_id, "?")
+        out.write(f"{'':<18}turn {det.turn}: {det.event} reason={det.reason.value} level={int(det.level)}"
+                  f" ({det.level.action}) scope={det.scope.value} {figures}\n")
+        out.write(f"{'':<18}on span '{where}' {det.span_id} and on its run's agent span\n")
+        label = {"nudge": "nudge", "restart": "nudge with restart", "park": "nudge with park"}[det.level.action]
+        out.write(f"{'':<18}{label}:\n")
+        for text in _short(det.nudge, 86):
+            out.write(f"{'':<20}{text}\n")
+        if det.level.action != "nudge":
+            whom = "for the fresh run" if det.level.action == "restart" else "for the reviewer"
+            out.write(f"{'':<18}handoff note ({whom}):\n")
+            for text in det.handoff.splitlines():
+                for piece in _short(text, 86):
+                    out.write(f"{'':<20}{piece}\n")
+    out.write("\n")
+
+
+def _write_metrics(out: TextIO, reader: Any) -> None:
+    """The progress.* metrics the run recorded."""
+    totals = _metric_totals(reader)
+    if totals:
+        out.write("metrics (progress.*, from the OpenTelemetry metrics API):\n")
+        for name, value in totals:
+            out.write(f"  {name} {value}\n")
+        out.write("\n")
+
+
+def _write_summary(out: TextIO, chosen: Sequence[Scenario], wrong: Sequence[str]) -> None:
+    """Detections, traces and runs in all; the scenarios whose outcome was not the expected one."""
+    found = sum(len(s.detections) for s in chosen)
+    runs = sum(len(s.runs) for s in chosen)
+    out.write(f"{found} detections in {sum(1 for s in chosen if s.detections)} of {len(chosen)} traces"
+              f" ({runs} runs: each agent invocation is a run, as scan counts them);"
+              f" healthy agents left alone: {sum(1 for s in chosen if not s.expect_detection and not s.detections)}"
+              f" of {sum(1 for s in chosen if not s.expect_detection)}.\n")
+    if wrong:
+        out.write(f"unexpected outcome for: {', '.join(wrong)}\n")
 
 
 def _runs_note(runs: Sequence[str]) -> str:

@@ -89,6 +89,33 @@ def build_config(options: Mapping[str, Any], environ: Mapping[str, str] | None =
     return Config.from_env(environ, base=config)
 
 
+def _processor_kwargs(processor_options: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """The processor's keyword arguments: ``kwargs`` (config, hook, providers) and the
+    processor options of ``instrument()`` or the declarative file, checked and converted;
+    ``OTEL_PROGRESS_ANALYSIS`` and ``OTEL_PROGRESS_DETECTION_EVENTS`` override theirs."""
+    for key in ("annotate_tool_spans", "annotate_agent_spans"):
+        if key in processor_options:
+            kwargs[key] = _truthy(processor_options[key])
+    for key in ("max_spans", "max_queue_size"):
+        if key in processor_options:
+            try:
+                kwargs[key] = int(processor_options[key])
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{_SECTION}: {key}: expected a whole number,"
+                                  f" got {processor_options[key]!r}") from exc
+    option = processor_options.get("analysis")
+    if os.environ.get(ENV_ANALYSIS, "").strip() or option is None:
+        kwargs["analysis"] = analysis_mode()  # the variable, else auto
+    else:
+        kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
+    option = processor_options.get("detection_events")
+    if os.environ.get(ENV_DETECTION_EVENTS, "").strip() or option is None:
+        kwargs["detection_events"] = detection_events_mode()  # the variable, else both
+    else:
+        kwargs["detection_events"] = detection_events_mode(option, f"{_SECTION}: detection_events")
+    return kwargs
+
+
 class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Installs the progress processor on the global (or given) SDK tracer provider.
 
@@ -143,33 +170,8 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         processor_options = {k: options.pop(k) for k in _PROCESSOR_OPTIONS if k in options}
         config = build_config(options)
         hook = _load_hook(on_detection if on_detection is not None else os.environ.get(_ENV_HOOK))
-        kwargs: dict[str, Any] = {
-            "config": config,
-            "on_detection": hook,
-            "meter_provider": meter_provider,
-            "logger_provider": logger_provider,
-        }
-        for key in ("annotate_tool_spans", "annotate_agent_spans"):
-            if key in processor_options:
-                kwargs[key] = _truthy(processor_options[key])
-        for key in ("max_spans", "max_queue_size"):
-            if key in processor_options:
-                try:
-                    kwargs[key] = int(processor_options[key])
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{_SECTION}: {key}: expected a whole number,"
-                                      f" got {processor_options[key]!r}") from exc
-        option = processor_options.get("analysis")
-        if os.environ.get(ENV_ANALYSIS, "").strip() or option is None:
-            kwargs["analysis"] = analysis_mode()  # the variable, else auto
-        else:
-            kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
-        option = processor_options.get("detection_events")
-        if os.environ.get(ENV_DETECTION_EVENTS, "").strip() or option is None:
-            kwargs["detection_events"] = detection_events_mode()  # the variable, else both
-        else:
-            kwargs["detection_events"] = detection_events_mode(option, f"{_SECTION}: detection_events")
-
+        kwargs = _processor_kwargs(processor_options, config=config, on_detection=hook,
+                                   meter_provider=meter_provider, logger_provider=logger_provider)
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         if not hasattr(provider, "add_span_processor"):
             _log.warning(
@@ -178,6 +180,12 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 type(provider).__name__,
             )
             return
+        self._attach(provider, kwargs)
+
+    def _attach(self, provider: Any, kwargs: dict[str, Any]) -> None:
+        """Wrap the provider's span processors in a new processor (in place, under the
+        provider's lock), or, where the SDK's internals are not what this expects, add
+        the processor beside them."""
         active = getattr(provider, "_active_span_processor", None)
         lock = getattr(active, "_lock", None)
         existing = getattr(active, "_span_processors", None)

@@ -1,5 +1,5 @@
 """Putting detections on spans: in place on an open span, or on an annotated copy of an
-ended one.
+ended one; :class:`SpanAnnotator` decides which spans get which detections.
 
 An ended SDK span is frozen, so on every released SDK the tool span's annotation reaches
 the exporter as a copy (:class:`AnnotatedSpan`) handed to the wrapped processors instead
@@ -12,16 +12,22 @@ attributes in its ``on_end``) is reflected in what the exporter reads, and one t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span
 from opentelemetry.trace import Status
 
 from ..model import Detection
+from .sdk import span_fields
 
-__all__ = ["AnnotatedSpan", "annotate_live", "annotated_copy", "is_event_of"]
+if TYPE_CHECKING:
+    from ..runs.live import RunTracker
+
+__all__ = ["AnnotatedSpan", "SpanAnnotator", "annotate_live", "annotated_copy", "is_event_of"]
+
+_MAX_LATE = 4096  # agent spans awaiting a late annotation (see SpanAnnotator._annotate_late)
 
 
 class AnnotatedSpan(ReadableSpan):
@@ -147,3 +153,103 @@ def annotate_live(span: Span, detections: Iterable[Detection], timestamp: int | 
         span.add_event(det.event, det.event_attributes(), timestamp)
         span.set_attributes(det.span_attributes())
     return True
+
+
+class SpanAnnotator:
+    """Puts the detections the :class:`~otel_progress.runs.live.RunTracker` delivers on
+    the spans, and hands each to ``emit`` (the metrics, log records and hook).
+
+    The tool span where a detection fired gets it in place in ``_on_ending``
+    (:meth:`in_place`, where the SDK allows it) or on the annotated copy handed to the
+    wrapped processors (:meth:`copy`); the run's agent span (or the trace's local root)
+    gets it in place while it is open, else, with background analysis, on its copy.
+
+    Args:
+        tools: annotate tool spans.
+        agents: annotate the runs' agent (or root) spans.
+        wraps: there are wrapped processors (without, there is no copy to annotate).
+        background: a worker analyses the spans (after they ended); ``background`` is
+            set False when the processor falls back to inline analysis at shutdown.
+        emit: called with every detection, after the annotation.
+        fail: counts and logs an error.
+    """
+
+    def __init__(self, *, tools: bool, agents: bool, wraps: bool, background: bool,
+                 emit: Callable[[Detection], None], fail: Callable[[str, BaseException], None]) -> None:
+        #: the run tracker (it calls :meth:`deliver`, so it is set once it exists)
+        self.runs: RunTracker | None = None
+        self.background = background
+        self.tools = tools
+        self._agents = agents
+        self._wraps = wraps
+        self._emit = emit
+        self._fail = fail
+        # Background analysis: detections for agent (or root) spans that had ended before
+        # the worker got to them, keyed by span id: added to the copy.
+        self._late: dict[int, list[tuple[Detection, int | None]]] = {}
+        #: Annotating in place: the tool spans the SDK did not let ``_on_ending`` change,
+        #: with their detections (they get a copy in ``on_end``).
+        self.pending: dict[int, list[Detection]] = {}
+
+    def deliver(self, dets: list[Detection], trace_id: int, current: str,
+                when: int | None) -> list[Detection] | None:
+        """Annotate the runs' open spans (events at ``when``, the time of the span that
+        brought the detections), count, call the hook; return the detections that belong
+        on the span ``current`` (hex id), which is ending."""
+        mine: list[Detection] = []
+        for det in dets:
+            if det.span_id == current:
+                mine.append(det)
+            if self._agents:
+                target, target_id = self.runs.run_span(trace_id, det.run_id)  # type: ignore[union-attr]
+                if target_id is not None and format(target_id, "016x") != current:
+                    try:
+                        # (a span that is gone was dropped by the application, or, in the
+                        # background, it ended and only its ended copy is still queued)
+                        if target is None or not annotate_live(target, (det,), when) or (
+                                self.background and not target.is_recording()):
+                            self._annotate_late(target_id, det, when, trace_id)
+                    except Exception as exc:
+                        self._fail("annotate agent span", exc)
+            self._emit(det)
+        return mine or None
+
+    def _annotate_late(self, target_id: int, det: Detection, when: int | None, trace_id: int) -> None:
+        """Background analysis: the agent (or root) span had ended, or ended while it was
+        being annotated, before the worker got to this detection. Its end is still queued
+        behind the current item (its run, or the root, is still known), so the copy
+        handed to the wrapped processors gets the detection: the exported span is the
+        one the inline mode exports. (Without a wrapped processor, it is lost.)"""
+        if not (self.background and self._wraps):
+            return
+        if det.run_id == "" and self.runs.root_id(trace_id) != target_id:  # type: ignore[union-attr]
+            return  # the root's end was processed already
+        late = self._late
+        late.setdefault(target_id, []).append((det, when))
+        if len(late) > _MAX_LATE:
+            del late[next(iter(late))]
+
+    def copy(self, span: ReadableSpan, sid: int, mine: Sequence[Detection] | None) -> ReadableSpan:
+        """What the wrapped processors get for an ended span (span id ``sid``) that brought
+        the detections ``mine``: the span, or a copy annotated with them and with the
+        detections that were meant for it while it was open."""
+        late = self._late.pop(sid, None) if self._late else None
+        if not self._wraps or not ((mine and self.tools) or late):
+            return span
+        return annotated_copy(span, (mine or ()) if self.tools else (), late or ())
+
+    def in_place(self, span: Span, sid: int, mine: list[Detection]) -> None:
+        """In ``_on_ending``: annotate the ending tool span itself; if the SDK did not keep
+        the change, its copy gets the detections in ``on_end`` (:meth:`pending_copy`)."""
+        if not self.tools:
+            return
+        annotate_live(span, mine, span.end_time)
+        if (span.attributes or {}).get("progress.detected") is not True:
+            # The SDK did not keep the change after all: fall back to the copy.
+            self.pending[sid] = mine
+
+    def pending_copy(self, span: ReadableSpan) -> ReadableSpan:
+        """In ``on_end`` after :meth:`in_place`: the span, or its annotated copy if the
+        SDK did not let ``_on_ending`` change it."""
+        mine = self.pending.pop(span_fields(span)[1], None)
+        return annotated_copy(span, mine) if mine else span

@@ -24,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from .sdk import scope_name
+
 __all__ = ["MAX_TRACKED_RUNS", "RUN_WARNING_SECONDS", "WARN_AFTER", "ContentWatch"]
 
 #: Tool spans in a row without content, none with content before them, before the warning.
@@ -94,6 +96,12 @@ class ContentWatch:
             "otel-progress: the first %d tool spans carried no arguments or results, so loops cannot be"
             " detected (only recurring errors). %s. `otel-progress doctor` shows the settings in effect."
             " (Logged once.)", self._without, _advice(attributes, scope))
+
+    def tool_call(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
+        """The run tracker read a tool call (``call.captured``: with content) from this
+        span: :meth:`seen`, with the span's scope and trace id."""
+        context = getattr(span, "context", None)
+        self.seen(call.captured, attrs, scope_name(span), getattr(context, "trace_id", None))
 
     def _run(self, trace: int) -> _Run | None:
         runs = self._runs

@@ -172,6 +172,11 @@ class ProgressMetrics:
             if tokens > 0:
                 self.wasted_tokens.add(tokens, attrs)
 
+    def run_summary(self, summary: Any) -> None:
+        """A run ended: its wasted turns and tokens, when it ended after a detection."""
+        if summary.first_detection_turn is not None:
+            self.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
+
     def error(self, error_type: str) -> None:
         with contextlib.suppress(Exception):
             self.errors.add(1, {"error.type": metric_value(error_type)})

@@ -1,20 +1,20 @@
-"""``ProgressSpanProcessor``: the SDK's ``SpanProcessor`` interface around the tracker.
+"""``ProgressSpanProcessor``: the SDK's ``SpanProcessor`` interface, wiring the parts.
 
-It forwards every call to the processors it wraps, feeds span starts and ends to the
-:class:`~otel_progress.runs.live.RunTracker` (on the application's thread, or through the
-:class:`~.handoff.BackgroundAnalysis` worker), and puts what the engine detects on the
-spans (:mod:`.annotation`), into the metrics and to the ``on_detection`` hook. Every
-error is caught, counted and logged at most once per five minutes per kind: nothing is
-raised into the application.
+It forwards every call to the processors it wraps (:mod:`.forwarding`), feeds span starts
+and ends to the :class:`~otel_progress.runs.live.RunTracker` (:mod:`.analysis`: on the
+application's thread, or through the :class:`~.handoff.BackgroundAnalysis` worker), and
+puts what the engine detects on the spans (:mod:`.annotation`), into the metrics, the log
+records and the ``on_detection`` hook (:mod:`.outlets`). Every error is caught, counted
+and logged at most once per five minutes per kind (:mod:`.errors`): nothing is raised
+into the application.
 """
 
 from __future__ import annotations
 
 import atexit
-import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -23,40 +23,41 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..engine import ProgressEngine
 from ..engine.config import Config
-from ..model import Detection
 from ..runs.live import RunTracker
-from ..runs.livetables import CLASSIFY_KEYS, OTHER, Entry
 from ..runs.model import RunModel
-from .annotation import annotate_live, annotated_copy
+from .analysis import SpanAnalysis
+from .annotation import SpanAnnotator
 from .content import ContentWatch
+from .errors import CaughtErrors
+from .forwarding import WrappedProcessors, as_processors
 from .handoff import BackgroundAnalysis
 from .log_events import DetectionLogger, detection_events_mode, plan
 from .metrics import ProgressMetrics
-from .modes import ANALYSIS_MODES, ENV_ANALYSIS, analysis_mode, register_process_hooks, resolve_mode
-from .sdk import (
-    NOOP_ON_START,
-    SHAPE_ERRORS,
-    live_attributes,
-    local_parent,
-    probe,
-    public_fields,
-    record,
-    scope_name,
-    span_fields,
-)
+from .modes import analysis_mode, register_process_hooks, resolve_mode
+from .outlets import DetectionHook, DetectionOutlets
+from .sdk import live_attributes, probe, record
 
-__all__ = ["ANALYSIS_MODES", "ENV_ANALYSIS", "DetectionHook", "ProgressSpanProcessor", "analysis_mode"]
-
-_log = logging.getLogger("otel_progress.processor")
-
-DetectionHook = Callable[[Detection], Any]
-
-_LOG_EVERY_SECONDS = 300.0
-_MAX_LATE = 4096  # agent spans awaiting a late annotation (see _annotate_late)
+__all__ = ["ProgressSpanProcessor"]
 
 
 def _noop(span: Any) -> None:
     return None
+
+
+def _observers(ref: weakref.ReferenceType[ProgressSpanProcessor],
+               background: bool) -> tuple[Callable[[], int], Callable[[], int] | None]:
+    """The metrics' callbacks: active runs, and (background analysis) queued items. They
+    hold the processor weakly."""
+
+    def active_runs() -> int:
+        processor = ref()
+        return processor._engine.active_runs if processor is not None else 0
+
+    def queued() -> int:
+        processor = ref()
+        return len(processor._handoff) if processor is not None and processor._handoff is not None else 0
+
+    return active_runs, (queued if background else None)
 
 
 class ProgressSpanProcessor(SpanProcessor):
@@ -94,6 +95,15 @@ class ProgressSpanProcessor(SpanProcessor):
             spans left alone) or ``"both"``. Default: ``OTEL_PROGRESS_DETECTION_EVENTS``,
             else ``"both"``. See :mod:`.log_events`.
         logger_provider: for the log records; default the global provider.
+
+    The processor wires parts with one job each: :class:`~.forwarding.WrappedProcessors`
+    (the calls forwarded to the wrapped processors), :class:`~.analysis.SpanAnalysis`
+    (span bookkeeping: starts and ends fed to the run tracker),
+    :class:`~.annotation.SpanAnnotator` (the detections on the spans),
+    :class:`~.outlets.DetectionOutlets` (metrics, log records, hook),
+    :class:`~.errors.CaughtErrors` (error containment), with background analysis
+    :class:`~.handoff.BackgroundAnalysis` (the queue and the worker), and the process
+    hooks of :mod:`.modes` (fork, interpreter exit).
     """
 
     def __init__(
@@ -114,104 +124,85 @@ class ProgressSpanProcessor(SpanProcessor):
         logger_provider: Any = None,
     ) -> None:
         mode = analysis_mode(analysis)
-        if span_processor is None:
-            inners: tuple[SpanProcessor, ...] = ()
-        elif isinstance(span_processor, SpanProcessor):
-            inners = (span_processor,)
-        else:
-            inners = tuple(span_processor)
-        self._inners = inners
+        self._inners = as_processors(span_processor)
         self._config = engine.config if engine is not None else (config or Config.from_env())
         self._engine_given = engine is not None
         self._engine = engine if engine is not None else ProgressEngine(self._config)
-        self._hook = on_detection
-        self._log_events, annotate_tool_spans, annotate_agent_spans = plan(
-            detection_events_mode(detection_events), logger_provider, annotate_tool_spans, annotate_agent_spans,
-            self._fail)
-        self._annotate_tools = annotate_tool_spans
-        self._annotate_agents = annotate_agent_spans
+        events = detection_events_mode(detection_events)
         self._max_spans = max(16, int(max_spans))
         self._max_queue_size = max(1, int(max_queue_size))
         mutable, layout = probe()
         # Where the SDK's spans are not laid out as the fast paths expect, every span is
         # read through its public API (slower, same results).
         self._public = not layout
-        mode = resolve_mode(mode, hook=on_detection is not None, wraps=bool(inners), use_on_ending=use_on_ending)
+        mode = resolve_mode(mode, hook=on_detection is not None, wraps=bool(self._inners),
+                            use_on_ending=use_on_ending)
         # Background analysis annotates copies (the worker gets the span after _on_ending).
         self._background = mode == "background"
         self._ending = not self._background and (mutable if use_on_ending is None else bool(use_on_ending))
         # Nothing long-lived (the meter provider's callbacks, the fork hook, the worker)
         # holds the processor: once the application drops it, its worker thread ends.
         ref = weakref.ref(self)
-
-        def active_runs() -> int:
-            processor = ref()
-            return processor._engine.active_runs if processor is not None else 0
-
-        def queued() -> int:
-            processor = ref()
-            return len(processor._handoff) if processor is not None and processor._handoff is not None else 0
-
-        self._metrics = ProgressMetrics(meter_provider, active_runs=active_runs,
-                                        queued=queued if self._background else None)
-        self.processor_errors = 0
-        self.hook_errors = 0
-        self._logged: dict[tuple[str, str], float] = {}
+        active_runs, queued = _observers(ref, self._background)
+        self._metrics = ProgressMetrics(meter_provider, active_runs=active_runs, queued=queued)
+        self._errors = CaughtErrors(self._metrics)
+        self._log_events, self._annotate_tools, self._annotate_agents = plan(
+            events, logger_provider, annotate_tool_spans, annotate_agent_spans, self._errors.fail)
+        self._outlets = DetectionOutlets(self._metrics, self._log_events, on_detection, self._errors)
+        self._wrapped = WrappedProcessors(self._inners, self._errors.fail)
         self._content = ContentWatch()
-        self._handoff: BackgroundAnalysis | None = None
-        self._init_state()
         self._at_exit: Callable[[], None] | None = None
+        self._wire()
         register_process_hooks(ref)
 
-    # -- state ------------------------------------------------------------------------
+    # -- wiring -------------------------------------------------------------------------
 
-    def _init_state(self) -> None:
-        """Fresh tables (at construction, and in a forked child), and the paths a span
-        takes, chosen once so that it pays no extra indirection."""
-        self._copy_pending: dict[int, list[Detection]] = {}
-        # Background analysis: detections for agent (or root) spans that had ended before
-        # the worker got to them, keyed by span id: added to the copy.
-        self._late: dict[int, list[tuple[Detection, int | None]]] = {}
-        inners = self._inners
-        # The exporting processors' on_start does nothing: a span start is not forwarded
-        # to them (one Python call less on every span).
-        self._starters = tuple(p for p in inners if type(p).on_start not in NOOP_ON_START)
-        self._inner_end = inners[0].on_end if len(inners) == 1 else None
-        for name in ("on_start", "on_end", "_on_ending"):
-            self.__dict__.pop(name, None)
-        self._handoff = None
+    def _wire(self) -> None:
+        """Fresh parts with fresh tables (at construction, and in a forked child), and the
+        route a span takes."""
+        wrapped, metrics, fail, emit = self._wrapped, self._metrics, self._errors.fail, self._outlets.emit
+        annotator = SpanAnnotator(tools=self._annotate_tools, agents=self._annotate_agents, wraps=bool(self._inners),
+                                  background=self._background, emit=emit, fail=fail)
+        handoff: BackgroundAnalysis | None = None
+
+        def dropped(span_ref: Any) -> None:  # (the worker, made below, needs the tracker)
+            handoff.dropped(span_ref)  # type: ignore[union-attr]
+
+        tracker = RunTracker(
+            RunModel(self._engine, on_summary=metrics.run_summary), self._config, self._max_spans,
+            deliver=annotator.deliver, emit=emit, evicted=metrics.runs_evicted, tool_call=self._content.tool_call,
+            on_dead=dropped if self._background else None, record=record, attributes=live_attributes)
+        annotator.runs = tracker
+        analysis = SpanAnalysis(tracker, wrapped, annotator, self._content, fail, background=self._background)
         if self._background:
-            self._handoff = BackgroundAnalysis(
+            handoff = BackgroundAnalysis(
                 self._max_queue_size, self._max_spans,
-                forward_start=self._forward_start if self._starters else None,
-                forward_end=self._forward_end, inner_end=self._inner_end,
-                analyse_start=self._analyse_start, analyse_end=self._analysed,
-                fail=self._fail, queue_full=self._metrics.queue_full, forget=self._forget_dropped)
-            self.on_start = self._handoff.on_start  # type: ignore[method-assign]
-            self.on_end = self._handoff.on_end  # type: ignore[method-assign]
-        self._tracker = RunTracker(
-            RunModel(self._engine, on_summary=self._summarised), self._config, self._max_spans,
-            deliver=self._deliver, emit=self._emit, evicted=self._metrics.runs_evicted,
-            tool_call=self._tool_call_seen, on_dead=self._handoff.dropped if self._handoff is not None else None,
-            record=record, attributes=live_attributes)
-        self._spans = self._tracker.spans  # (the same table: one attribute lookup less on every span)
-        if self._public and not self._background:
-            self.on_start = self._on_start_public  # type: ignore[method-assign]
-            self.on_end = self._on_end_public  # type: ignore[method-assign]
-        if self._ending:
-            self.on_end = self._on_end_after_ending  # type: ignore[method-assign]
-            return
-        # Nothing to do in _on_ending: hand the call straight to the wrapped processor.
-        ending = getattr(inners[0], "_on_ending", None) if len(inners) == 1 else None
-        if len(inners) == 1 and callable(ending):
-            self._on_ending = ending  # type: ignore[method-assign]
-        elif not inners:
-            self._on_ending = _noop  # type: ignore[method-assign]
-        else:
-            self._on_ending = self._forward_on_ending  # type: ignore[method-assign]
+                forward_start=wrapped.start if wrapped.starters else None,
+                forward_end=wrapped.end, inner_end=wrapped.inner_end,
+                analyse_start=analysis.analyse_start, analyse_end=analysis.analysed,
+                fail=fail, queue_full=metrics.queue_full, forget=tracker.forget)
+        self._tracker, self._annotator, self._analysis, self._handoff = tracker, annotator, analysis, handoff
+        self._route()
 
-    def _forget_dropped(self, ref: Any) -> None:
-        self._tracker.forget(ref)
+    def _route(self) -> None:
+        """Install the route of this mode as the instance's ``on_start``, ``on_end`` and
+        ``_on_ending``, chosen once so that a span pays no extra indirection."""
+        analysis, handoff = self._analysis, self._handoff
+        if self._background and handoff is not None:
+            self.on_start = handoff.on_start  # type: ignore[method-assign]
+            self.on_end = handoff.on_end  # type: ignore[method-assign]
+        elif self._public:
+            self.on_start = analysis.on_start_public  # type: ignore[method-assign]
+            self.on_end = analysis.on_end_public  # type: ignore[method-assign]
+        else:
+            self.on_start = analysis.on_start  # type: ignore[method-assign]
+            self.on_end = analysis.on_end  # type: ignore[method-assign]
+        if self._ending:
+            self.on_end = analysis.on_end_after_ending  # type: ignore[method-assign]
+            self._on_ending = analysis.on_ending  # type: ignore[method-assign]
+        else:
+            # Nothing to do in _on_ending: hand the call straight to the wrapped processor.
+            self._on_ending = self._wrapped.ending_passthrough()  # type: ignore[method-assign]
 
     def _after_fork_in_child(self) -> None:
         # Other threads' locks may have been held at fork time: start afresh. The
@@ -219,16 +210,7 @@ class ProgressSpanProcessor(SpanProcessor):
         # with the child's first span.
         if not self._engine_given:
             self._engine = ProgressEngine(self._config)
-        self._init_state()
-
-    def _forward_on_ending(self, span: Span) -> None:
-        for inner in self._inners:
-            try:
-                ending = getattr(inner, "_on_ending", None)
-                if ending is not None:
-                    ending(span)
-            except Exception as exc:
-                self._fail("wrapped _on_ending", exc)
+        self._wire()
 
     # -- properties ---------------------------------------------------------------------
 
@@ -281,128 +263,45 @@ class ProgressSpanProcessor(SpanProcessor):
         return len(self._tracker.traces)
 
     @property
+    def processor_errors(self) -> int:
+        """Errors caught inside the processor (its own, the engine's, a wrapped
+        processor's)."""
+        return self._errors.count
+
+    @processor_errors.setter
+    def processor_errors(self, value: int) -> None:
+        self._errors.count = value
+
+    @property
+    def hook_errors(self) -> int:
+        """Exceptions the ``on_detection`` hook raised (caught)."""
+        return self._outlets.hook_errors
+
+    @hook_errors.setter
+    def hook_errors(self, value: int) -> None:
+        self._outlets.hook_errors = value
+
+    @property
     def _q(self) -> Any:
         """The background queue (tests look at its worker thread and bound)."""
         handoff = self._handoff
         if handoff is None:
             handoff = BackgroundAnalysis(self._max_queue_size, self._max_spans, None, _noop, None,
-                                         lambda *a: None, lambda *a: None, self._fail, _noop)
+                                         lambda *a: None, lambda *a: None, self._errors.fail, _noop)
         return handoff.q
 
     # -- SpanProcessor ----------------------------------------------------------------
+    # Each instance installs its mode's route over on_start, on_end and _on_ending (see
+    # _route); these, reached only through the class, are the inline ones.
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        # Inline analysis (see _init_state for the other modes). This runs for every span.
-        if self._starters:
-            self._forward_start(span, parent_context)
-        try:
-            try:
-                parent = span._parent
-                attrs = span._attributes._dict  # type: ignore[attr-defined]
-                if parent is not None and not parent[2] and CLASSIFY_KEYS.isdisjoint(attrs):
-                    # A plain span that is not a local root (most spans): RunTracker.start's
-                    # first case, written out.
-                    entry = self._spans.get(parent[1])
-                    if entry is not None:
-                        self._tracker.register_plain(span._context[1], entry[0], span._name)
-                    return
-                ctx = span._context
-                fields = (ctx[0], ctx[1], parent, attrs, span._name)
-                if type(attrs) is not dict:
-                    raise TypeError
-            except SHAPE_ERRORS:
-                fields = public_fields(span)
-            self._start_fields(span, fields, parent_context)
-        except Exception as exc:
-            self._fail("on_start", exc)
-
-    def _on_start_public(self, span: Span, parent_context: Context | None = None) -> None:
-        """``on_start`` for an SDK whose spans are not laid out as the fast path expects."""
-        if self._starters:
-            self._forward_start(span, parent_context)
-        try:
-            self._start_fields(span, public_fields(span), parent_context)
-        except Exception as exc:
-            self._fail("on_start", exc)
-
-    def _start_fields(self, span: Span, fields: Any, parent_context: Context | None) -> None:
-        tid, sid, parent, attrs, name = fields
-        parent_span = None
-        if parent is not None and not parent[2] and not CLASSIFY_KEYS.isdisjoint(attrs):
-            parent_span = local_parent(parent_context, parent[1])  # (a late agent kind: see RunTracker)
-        self._tracker.start(span, tid, sid, parent, attrs, name, parent_span)
-
-    def _analyse_start(self, span: Any, attrs: Mapping[str, Any], name: str, parent_span: Any) -> None:
-        """A span start, on the worker (``attrs`` and ``name``: as they were at start)."""
-        tid, sid, parent, _, _ = span_fields(span)
-        self._tracker.start(span, tid, sid, parent, attrs, name, parent_span)
+        self._analysis.on_start(span, parent_context)
 
     def _on_ending(self, span: Span) -> None:
-        # Reached only when annotating in place (see _init_state).
-        self._forward_on_ending(span)
-        try:
-            tid, sid, parent, attrs, _ = span_fields(span)
-            mine = self._tracker.end(span, tid, sid, parent, attrs, current=self._current(attrs, sid))
-            if mine and self._annotate_tools:
-                annotate_live(span, mine, span.end_time)
-                if (span.attributes or {}).get("progress.detected") is not True:
-                    # The SDK did not keep the change after all: fall back to the copy.
-                    self._copy_pending[sid] = mine
-        except Exception as exc:
-            self._fail("_on_ending", exc)
+        self._analysis.on_ending(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        # Inline analysis on the copy route (see _init_state for the other modes). This
-        # runs for every span: a plain span that is not a local root costs a look at its
-        # attribute keys and one dict lookup. (The forwarding is _forward_end's, written out.)
-        out = span
-        try:
-            try:
-                parent = span._parent
-                plain = CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
-                sid = span._context[1]
-            except SHAPE_ERRORS:
-                out = self._analysed_public(span)
-                parent, plain = None, False
-            if parent is not None and not parent[2] and plain:
-                # A plain span: forget it if it was inside a run.
-                entry = self._spans.pop(sid, None)
-                if entry is not None and entry[2] != OTHER:
-                    out = self._annotated(span, entry)  # the attribute limit dropped its key
-            elif out is span:
-                out = self._analysed(span, None)
-        except Exception as exc:
-            self._fail("on_end", exc)
-        inner = self._inner_end
-        if inner is not None:
-            try:
-                inner(out)
-            except Exception as exc:
-                self._fail("wrapped on_end", exc)
-        else:
-            self._forward_end(out)
-
-    def _on_end_public(self, span: ReadableSpan) -> None:
-        """``on_end`` for an SDK whose spans are not laid out as the fast path expects."""
-        out = span
-        try:
-            out = self._analysed_public(span)
-        except Exception as exc:
-            self._fail("on_end", exc)
-        self._forward_end(out)
-
-    def _on_end_after_ending(self, span: ReadableSpan) -> None:
-        """``on_end`` when annotating in place: the work was done in ``_on_ending``; a
-        span the SDK did not let it change gets an annotated copy."""
-        out = span
-        if self._copy_pending:
-            try:
-                mine = self._copy_pending.pop(span_fields(span)[1], None)
-                if mine:
-                    out = annotated_copy(span, mine)
-            except Exception as exc:
-                self._fail("on_end", exc)
-        self._forward_end(out)
+        self._analysis.on_end(span)
 
     def shutdown(self, timeout_millis: int = 30000) -> None:
         """Shut the wrapped processors down; with background analysis, first let the
@@ -415,30 +314,11 @@ class ProgressSpanProcessor(SpanProcessor):
                 atexit.unregister(self._at_exit)
             drained = handoff.drain(deadline)
             # From here on, spans are analysed inline, on the threads that end them.
-            self._background = False
-            self.__dict__.pop("on_start", None)
-            self.__dict__.pop("on_end", None)
-            if self._public:
-                self.on_start = self._on_start_public  # type: ignore[method-assign]
-                self.on_end = self._on_end_public  # type: ignore[method-assign]
+            self._background = self._analysis.background = self._annotator.background = False
+            self._route()
             handoff.stop(deadline, drained)
-        self._end_grouped_runs()
-        for inner in self._inners:
-            try:
-                inner.shutdown()
-            except Exception as exc:
-                self._fail("wrapped shutdown", exc)
-
-    def _end_grouped_runs(self) -> None:
-        """Shutting down: the grouped runs still open end here (an explicit end), counted
-        and summarised like any run."""
-        try:
-            with self._tracker.lock:
-                dets = self._tracker.end_groups()
-            for det in dets:
-                self._emit(det)
-        except Exception as exc:
-            self._fail("shutdown", exc)
+        self._analysis.end_grouped_runs(self._outlets.emit)
+        self._wrapped.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """With background analysis, wait for the worker to process every span that
@@ -447,156 +327,4 @@ class ProgressSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000.0
         handoff = self._handoff
         ok = handoff.drain(deadline) if self._background and handoff is not None else True
-        for inner in self._inners:
-            left = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                ok = bool(inner.force_flush(left)) and ok
-            except Exception as exc:
-                self._fail("wrapped force_flush", exc)
-                ok = False
-        return ok
-
-    def _forward_start(self, span: Span, parent_context: Context | None = None) -> None:
-        for proc in self._starters:
-            try:
-                proc.on_start(span, parent_context=parent_context)
-            except Exception as exc:
-                self._fail("wrapped on_start", exc)
-
-    def _forward_end(self, span: ReadableSpan) -> None:
-        inner = self._inner_end
-        if inner is not None:
-            try:
-                inner(span)
-            except Exception as exc:
-                self._fail("wrapped on_end", exc)
-            return
-        for proc in self._inners:
-            try:
-                proc.on_end(span)
-            except Exception as exc:
-                self._fail("wrapped on_end", exc)
-
-    # -- the work -----------------------------------------------------------------------
-
-    @staticmethod
-    def _current(attrs: Mapping[str, Any], sid: int) -> Any:
-        """For a span that was not registered at start but is a GenAI span at its end (a
-        kind that appeared late): the current span, normally its parent."""
-        if CLASSIFY_KEYS.isdisjoint(attrs):
-            return None
-        from opentelemetry.trace import get_current_span
-
-        current = get_current_span()
-        return current if current.get_span_context().span_id != sid else None
-
-    def _analysed_public(self, span: ReadableSpan) -> ReadableSpan:
-        """``_analysed`` for a span whose own fields are not what the fast path reads."""
-        return self._annotated(span, None, public_fields(span))
-
-    def _analysed(self, span: ReadableSpan, current: Any = None) -> ReadableSpan:
-        """Feed an ended span to the engine (copy route); return what the wrapped
-        processors get: the span, or an annotated copy."""
-        fields = span_fields(span)
-        parent = fields[2]
-        if parent is not None and not parent[2] and CLASSIFY_KEYS.isdisjoint(fields[3]):
-            entry = self._spans.pop(fields[1], None)  # a plain span (see on_end)
-            if entry is None or entry[2] == OTHER:
-                return span
-            return self._annotated(span, entry, fields)
-        return self._annotated(span, None, fields, current)
-
-    def _annotated(self, span: ReadableSpan, entry: Entry | None, fields: Any = None,
-                   current: Any = None) -> ReadableSpan:
-        """Past the shortcut for plain spans (``entry``: the span's open-span entry if it
-        was taken out already)."""
-        tid, sid, parent, attrs, _ = fields if fields is not None else span_fields(span)
-        if entry is None and current is None and not self._background and sid not in self._spans:
-            current = self._current(attrs, sid)
-        mine = self._tracker.end(span, tid, sid, parent, attrs, entry, current)
-        if not CLASSIFY_KEYS.isdisjoint(attrs):
-            self._content.genai_span(tid, attrs, scope_name(span))
-        if parent is None or parent[2]:
-            self._content.run_ended(tid)
-        late = self._late.pop(sid, None) if self._late else None
-        if not self._inners or not ((mine and self._annotate_tools) or late):
-            return span
-        return annotated_copy(span, (mine or ()) if self._annotate_tools else (), late or ())
-
-    def _deliver(self, dets: list[Detection], trace_id: int, current: str,
-                 when: int | None) -> list[Detection] | None:
-        """Annotate the runs' open spans (events at ``when``, the time of the span that
-        brought the detections), count, call the hook; return the detections that belong
-        on the span ``current`` (hex id), which is ending."""
-        mine: list[Detection] = []
-        for det in dets:
-            if det.span_id == current:
-                mine.append(det)
-            if self._annotate_agents:
-                target, target_id = self._tracker.run_span(trace_id, det.run_id)
-                if target_id is not None and format(target_id, "016x") != current:
-                    try:
-                        # (a span that is gone was dropped by the application, or, in the
-                        # background, it ended and only its ended copy is still queued)
-                        if target is None or not annotate_live(target, (det,), when) or (
-                                self._background and not target.is_recording()):
-                            self._annotate_late(target_id, det, when, trace_id)
-                    except Exception as exc:
-                        self._fail("annotate agent span", exc)
-            self._emit(det)
-        return mine or None
-
-    def _annotate_late(self, target_id: int, det: Detection, when: int | None, trace_id: int) -> None:
-        """Background analysis: the agent (or root) span had ended, or ended while it was
-        being annotated, before the worker got to this detection. Its end is still queued
-        behind the current item (its run, or the root, is still known), so the copy
-        handed to the wrapped processors gets the detection: the exported span is the
-        one the inline mode exports. (Without a wrapped processor, it is lost.)"""
-        if not (self._background and self._inners):
-            return
-        if det.run_id == "" and self._tracker.root_id(trace_id) != target_id:
-            return  # the root's end was processed already
-        late = self._late
-        late.setdefault(target_id, []).append((det, when))
-        if len(late) > _MAX_LATE:
-            del late[next(iter(late))]
-
-    def _summarised(self, summary: Any) -> None:
-        """A run ended: its wasted turns and tokens, when it ended after a detection."""
-        if summary.first_detection_turn is not None:
-            self._metrics.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
-
-    def _tool_call_seen(self, call: Any, span: Any, attrs: Mapping[str, Any]) -> None:
-        context = getattr(span, "context", None)
-        self._content.seen(call.captured, attrs, scope_name(span), getattr(context, "trace_id", None))
-
-    def _emit(self, det: Detection) -> None:
-        self._metrics.detection(det)
-        if self._log_events is not None:
-            self._log_events.emit(det)
-        hook = self._hook
-        if hook is None:
-            return
-        try:
-            hook(det)
-        except Exception as exc:
-            self.hook_errors += 1
-            self._metrics.hook_error(type(exc).__name__)
-            self._log_once("on_detection hook", exc)
-
-    def _fail(self, where: str, exc: BaseException) -> None:
-        self.processor_errors += 1
-        self._metrics.error(type(exc).__name__)
-        self._log_once(where, exc)
-
-    def _log_once(self, where: str, exc: BaseException) -> None:
-        key = (where, type(exc).__name__)
-        now = time.monotonic()
-        if now < self._logged.get(key, 0.0):
-            return
-        self._logged[key] = now + _LOG_EVERY_SECONDS
-        _log.warning(
-            "otel-progress: %s raised %s (caught; the application is unaffected; further"
-            " errors of this kind are counted and logged at most every %d s)",
-            where, type(exc).__name__, int(_LOG_EVERY_SECONDS), exc_info=exc,
-        )
+        return self._wrapped.force_flush(deadline) and ok

@@ -25,6 +25,7 @@ from otel_progress import Config, ConfigError, Detection, ProgressSpanProcessor
 from otel_progress.demo import DEMO_MANIFEST, SCENARIOS, ScriptedAgent
 from otel_progress.engine.manifest import parse_manifest
 from otel_progress.instrument import ProgressInstrumentor
+from otel_progress.processor.annotation import SpanAnnotator
 
 from .conftest import (
     BrokenEngine,
@@ -175,13 +176,13 @@ def run_script(variant: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Dete
     waits for the worker after each call). Returns the detections, the exported spans
     and how many detections reached an agent span that had already ended."""
     late_calls = [0]
-    original = ProgressSpanProcessor._annotate_late
+    original = SpanAnnotator._annotate_late
 
-    def counting(self: ProgressSpanProcessor, *args: Any) -> None:
+    def counting(self: SpanAnnotator, *args: Any) -> None:
         late_calls[0] += 1
         original(self, *args)
 
-    monkeypatch.setattr(ProgressSpanProcessor, "_annotate_late", counting)
+    monkeypatch.setattr(SpanAnnotator, "_annotate_late", counting)
     detections: list[Detection] = []
     gate = Gate(detections)
     if variant != "lagging":

@@ -210,7 +210,7 @@ def test_an_sdk_with_another_span_layout_reads_every_span_publicly(monkeypatch: 
     provider.add_span_processor(progress)
     docs_loop(ScriptedAgent(provider.get_tracer("tests")), turns=6)
     provider.shutdown()
-    assert progress.on_start.__name__ == "_on_start_public"
+    assert progress.on_start.__name__ == "on_start_public"
     assert [(d.reason.value, d.turn) for d in detections] == [("barren", 4)]
     assert progress.processor_errors == 0
     tool = next(s for s in exporter.spans if s["span_id"] == detections[0].span_id)
