@@ -29,10 +29,12 @@ from typing import Any
 from ..evidence.canonical import Digester
 from ..model import Compaction, Detection, Level, Scope, ToolCall
 from .config import Config
+from .digests import admit
 from .escalation import handoff_note, nudge_text
 from .pipeline import Pipeline
-from .runstate import RunState, admit
-from .signals import RunSignatureSignal, Step, build_signals
+from .runstate import RunState
+from .signals import RunSignatureSignal, build_signals
+from .step import Step
 
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]
 

@@ -37,9 +37,11 @@ from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
 from ..model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
 from .config import Config
+from .digests import admit
 from .escalation import handoff_note, nudge_text
-from .runstate import RunState, admit
-from .signals import CallFacts, Signal, Step
+from .runstate import RunState
+from .signals import Signal
+from .step import CallFacts, Step
 
 __all__ = ["Pipeline"]
 
