@@ -1,7 +1,7 @@
 """Sets and windows of 64-bit digests kept in ``array("q")`` (no Python object per
-element): the sorted sets of evidence a run and a trace admit (:func:`admit`) and the byte
+element): the sorted sets of evidence a run and a trace admit (:func:`admit`), the byte
 searches the run state and the signals use on their windows (:func:`holds`,
-:func:`count_last`).
+:func:`count_last`), and the mask of process-local digests (:data:`MASK`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ import sys
 from array import array
 from bisect import bisect_left
 
-__all__ = ["admit", "count_last", "holds"]
+__all__ = ["MASK", "admit", "count_last", "holds"]
 
 _BYTE_ORDER = sys.byteorder  # as array("q") lays out its items
+
+#: A process-local digest is ``hash(...) & MASK`` (non-negative, 63 bits).
+MASK = (1 << 63) - 1
 
 
 def admit(evidence: array[int], digest: int, cap: int) -> bool:

@@ -118,7 +118,7 @@ class RunState:
         self.late = 0
         self.duplicates = 0
         self.attempts = Attempts()
-        self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.memory: ResultMemory | None = None  # made when first needed (FactBuilder.memory, engine/facts.py)
         self.views: Views | None = None  # what each location showed (made when first needed)
         self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
