@@ -34,9 +34,9 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from .. import __version__
 from ..engine import ProgressEngine
 from ..engine.config import Config, ConfigError
+from ..model.version import __version__
 from ..runs.budget import StateBudget
 from ..runs.model import RunModel
 from .annotate import annotated_request, tap_items
