@@ -91,7 +91,8 @@ class FactBuilder:
         if run is not None and result_digest is not None and not empty and not call.error:
             if not looked:
                 located = self._locations.result(parsed, command is not None) or where
-            result_digest, place = self._place(run, located, call_digest, parsed, result_digest)
+            if located is not None:
+                result_digest, place = self._place(run, located, call_digest, parsed, result_digest)
         error: int | None = None
         if call.error:
             error, repeats_message = self._error(call, name, call_digest, result_digest, parsed, silent)
@@ -152,39 +153,33 @@ class FactBuilder:
             if result_digest is not None:
                 return result_digest, None, False, False, False, False, None, False
         elif type(result) is str and len(result) <= MEMO_TEXT and result and result[:1] not in _TEXT_OPEN:
-            return self._plain_text_facts(call, run, name, result, call_digest, command, where)
+            # Plain text (it cannot open a JSON document): what it says is a function of the
+            # text alone, computed once for a text that came back before.
+            result_digest, empty, silent, acked = self.texts.text_result(result)
+            error = call.error
+            incidental = False
+            located = None
+            looked = False
+            if run is not None and not error:
+                same_as = (run.opaque or self._opaque(run)).text_to_digest(name, call_digest, result)
+                if same_as is not None:
+                    result_digest = self.texts.text_result_of(same_as)[0]
+                if not empty:
+                    located = self._locations.result(result, command) or where
+                    looked = True
+                    if located is None or not located.view:  # (a view is judged at its location)
+                        incidental = self.memory(run).reworded(name, call_digest, result)
+            return result_digest, result, empty, silent, acked and not error, incidental, located, looked
         if result is not NOT_CAPTURED and not (call.error and result is None):
-            return (*self._result(call, run, name, call_digest, result), None, False)
+            return self._result(call, run, name, call_digest, result)
         return None, None, True, False, False, False, None, False
 
-    def _plain_text_facts(self, call: ToolCall, run: RunState | None, name: str, result: str, call_digest: int,
-                          command: bool, where: Location | None) -> _Result:
-        """:meth:`_result_facts` of plain text (it cannot open a JSON document): what it says
-        is a function of the text alone, computed once for a text that came back before."""
-        result_digest, empty, silent, acked = self.texts.text_result(result)
-        error = call.error
-        incidental = False
-        located = None
-        looked = False
-        if run is not None and not error:
-            same_as = (run.opaque or self._opaque(run)).text_to_digest(name, call_digest, result)
-            if same_as is not None:
-                result_digest = self.texts.text_result_of(same_as)[0]
-            if not empty:
-                located = self._locations.result(result, command) or where
-                looked = True
-                if located is None or not located.view:  # (a view is judged at its location)
-                    incidental = self.memory(run).reworded(name, call_digest, result)
-        return result_digest, result, empty, silent, acked and not error, incidental, located, looked
-
     @staticmethod
-    def _place(run: RunState, located: Location | None, call_digest: int, parsed: Any,
-               result_digest: int) -> tuple[int, int | None]:
+    def _place(run: RunState, located: Location, call_digest: int, parsed: Any,
+               result_digest: int) -> tuple[int, int]:
         """The digest an answer from ``located`` (a page, a file, a position) stands for,
         and the location's state: an answer there that shows nothing new stands for what
-        the location showed (views.py). ``(result_digest, None)``: it names no location."""
-        if located is None:
-            return result_digest, None
+        the location showed (views.py)."""
         views = run.views
         if views is None:
             views = run.views = Views()
@@ -224,11 +219,11 @@ class FactBuilder:
         return opaque
 
     def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,
-                result: Any) -> tuple[int, Any, bool, bool, bool, bool]:
-        """The facts of a result that is not plain text known to :meth:`facts`: its digest
-        (without volatile and learned fields), the parsed result, whether it is empty,
-        silent, a bare acknowledgement, and whether it rewords the tool's previous answer
-        to ``request``."""
+                result: Any) -> _Result:
+        """:meth:`_result_facts` of a result that is not plain text: its digest (without
+        volatile and learned fields), the parsed result, whether it is empty, silent, a bare
+        acknowledgement, whether it rewords the tool's previous answer to ``request``, and
+        no location yet (None, not looked for)."""
         d = self.digester
         if type(result) is str and len(result) <= _MEMO_JSON and d.strips(name):
             # The tool's results always lose their volatile keys: the canonical form is then
@@ -258,7 +253,7 @@ class FactBuilder:
                 type(parsed) is str or (type(parsed) is dict and (run.memory is not None or parsed))):
             incidental = self.memory(run).reworded(name, request, parsed)
         return (d.local(result_bytes), parsed, empty, empty and is_silent(parsed),
-                not error and not empty and is_ack(parsed), incidental)
+                not error and not empty and is_ack(parsed), incidental, None, False)
 
     @staticmethod
     def memory(run: RunState) -> ResultMemory:
