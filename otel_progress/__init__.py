@@ -22,6 +22,7 @@ from .model import (
     Scope,
     ToolCall,
 )
+from .model.version import __version__ as __version__
 
 __all__ = [
     "EVENT_LIVELOCK",
@@ -60,5 +61,3 @@ def __getattr__(name: str) -> object:
     value = getattr(import_module(module, __name__), name)
     globals()[name] = value
     return value
-
-__version__ = "0.1.0"

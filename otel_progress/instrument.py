@@ -17,7 +17,6 @@ overriding the earlier. See docs/processor.md.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from collections.abc import Collection, Mapping
@@ -26,15 +25,15 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from .engine.config import Config, ConfigError
+from .engine.config import ConfigError
 from .processor import (
     ENV_ANALYSIS,
     ENV_DETECTION_EVENTS,
-    DetectionHook,
     ProgressSpanProcessor,
     analysis_mode,
     detection_events_mode,
 )
+from .processor.settings import SECTION, build_config, load_hook
 
 __all__ = ["ENTRY_POINT", "ProgressInstrumentor"]
 
@@ -46,47 +45,13 @@ ENTRY_POINT = "progress"
 
 _PROCESSOR_OPTIONS = ("annotate_tool_spans", "annotate_agent_spans", "max_spans", "analysis", "max_queue_size",
                       "detection_events")
-_SECTION = "instrumentation/development.python.progress"
 _ENV_HOOK = "OTEL_PROGRESS_ON_DETECTION"
-
-
-def _load_hook(spec: Any) -> DetectionHook | None:
-    """A hook given as a callable or as ``"module:attribute"``."""
-    if spec is None or spec == "":
-        return None
-    if callable(spec):
-        return spec  # type: ignore[no-any-return]
-    module_name, _, attr = str(spec).partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"on_detection: expected 'module:function', got {spec!r}")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"on_detection: cannot load {spec!r}: {exc}") from exc
-    if not callable(target):
-        raise ConfigError(f"on_detection: {spec!r} is not callable")
-    return target  # type: ignore[no-any-return]
 
 
 def _truthy(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def build_config(options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
-    """The engine settings: defaults, then ``config_file``, then the options, then the
-    environment (``OTEL_PROGRESS_CONFIG``, ``OTEL_PROGRESS_MANIFEST``, per-key variables)."""
-    options = dict(options)
-    config = Config()
-    config_file = options.pop("config_file", None)
-    if config_file:
-        config = Config.from_file(str(config_file), config)
-    if options:
-        config = Config.from_mapping(options, _SECTION, config)
-    return Config.from_env(environ, base=config)
 
 
 def _processor_kwargs(processor_options: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -101,18 +66,18 @@ def _processor_kwargs(processor_options: Mapping[str, Any], **kwargs: Any) -> di
             try:
                 kwargs[key] = int(processor_options[key])
             except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{_SECTION}: {key}: expected a whole number,"
+                raise ConfigError(f"{SECTION}: {key}: expected a whole number,"
                                   f" got {processor_options[key]!r}") from exc
     option = processor_options.get("analysis")
     if os.environ.get(ENV_ANALYSIS, "").strip() or option is None:
         kwargs["analysis"] = analysis_mode()  # the variable, else auto
     else:
-        kwargs["analysis"] = analysis_mode(option, f"{_SECTION}: analysis")
+        kwargs["analysis"] = analysis_mode(option, f"{SECTION}: analysis")
     option = processor_options.get("detection_events")
     if os.environ.get(ENV_DETECTION_EVENTS, "").strip() or option is None:
         kwargs["detection_events"] = detection_events_mode()  # the variable, else both
     else:
-        kwargs["detection_events"] = detection_events_mode(option, f"{_SECTION}: detection_events")
+        kwargs["detection_events"] = detection_events_mode(option, f"{SECTION}: detection_events")
     return kwargs
 
 
@@ -169,7 +134,7 @@ class ProgressInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ) -> None:
         processor_options = {k: options.pop(k) for k in _PROCESSOR_OPTIONS if k in options}
         config = build_config(options)
-        hook = _load_hook(on_detection if on_detection is not None else os.environ.get(_ENV_HOOK))
+        hook = load_hook(on_detection if on_detection is not None else os.environ.get(_ENV_HOOK))
         kwargs = _processor_kwargs(processor_options, config=config, on_detection=hook,
                                    meter_provider=meter_provider, logger_provider=logger_provider)
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()

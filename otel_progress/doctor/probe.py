@@ -154,7 +154,7 @@ def _progress_settings(environ: dict[str, str]) -> dict[str, Any]:
     settings = {k: v for k, v in sorted(environ.items()) if k.startswith("OTEL_PROGRESS_")}
     error = None
     try:
-        from otel_progress.instrument import build_config
+        from otel_progress.processor.settings import build_config
 
         build_config({}, environ)
         from otel_progress.processor import analysis_mode

@@ -119,9 +119,11 @@ class _Watcher:
 def _processor_info() -> dict[str, Any]:
     info: dict[str, Any] = {"installed": False}
     try:
-        from ..instrument import ProgressInstrumentor
-
-        instance = getattr(ProgressInstrumentor, "_instance", None)
+        # The instrumentor that loaded this hook (the top layer: looked up, not imported;
+        # not loaded, it has no instance either).
+        instrument = sys.modules.get("otel_progress.instrument")
+        cls = getattr(instrument, "ProgressInstrumentor", None)
+        instance = getattr(cls, "_instance", None) if cls is not None else None
         processor = getattr(instance, "processor", None) if instance is not None else None
         if processor is None:
             return info
@@ -215,9 +217,9 @@ def _install() -> None:
     spec = os.environ.get(ENV_CHAINED_HOOK, "").strip()
     if spec:
         try:
-            from ..instrument import _load_hook
+            from ..processor.settings import load_hook
 
-            _STATE.chained = _load_hook(spec)
+            _STATE.chained = load_hook(spec)
         except Exception as exc:
             _STATE.errors.append(f"cannot load your OTEL_PROGRESS_ON_DETECTION {spec!r}: {exc}")
     try:

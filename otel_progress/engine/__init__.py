@@ -1,4 +1,6 @@
-"""The engine: per-trace, per-run state and the public API the adapters call.
+"""The engine's public API, the one the adapters call (:class:`ProgressEngine`; the traces
+and runs it tracks are in :mod:`.tables`, a step's evaluation in :mod:`.pipeline`, its
+reports in :mod:`.summary`).
 
 Feed tool calls one at a time with :meth:`ProgressEngine.observe`; they are grouped into
 runs by ``(trace_id, run_id)`` and released in start-time order: up to ``reorder_window``
@@ -19,20 +21,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from array import array
-from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
 from ..evidence.canonical import Digester
-from ..model import Compaction, Detection, Level, Scope, ToolCall
+from ..model import Compaction, Detection, ToolCall
 from .config import Config
-from .escalation import handoff_note, nudge_text
 from .pipeline import Pipeline
-from .runstate import RunState, admit
-from .signals import RunSignatureSignal, Step, build_signals
+from .runstate import RunState
+from .signals import RunSignatureSignal, build_signals
+from .summary import EngineStats, RunSummary, summarise
+from .tables import RunTable
 
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]
 
@@ -40,121 +39,6 @@ _log = logging.getLogger(__name__)
 
 #: The order calls are evaluated in: start time, then end time, then span id.
 _start_order = attrgetter("start_ns", "end_ns", "span_id")
-
-
-@dataclass
-class EngineStats:
-    """Counters about what the engine has seen and dropped."""
-
-    calls: int = 0
-    steps: int = 0
-    detections: int = 0
-    suppressed: int = 0
-    duplicates: int = 0
-    late_calls: int = 0
-    unreadable: int = 0
-    runs_evicted: int = 0
-    traces_evicted: int = 0
-    errors: int = 0
-    compactions: int = 0
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What happened in one run, reported when it ends."""
-
-    trace_id: str
-    run_id: str
-    agent: str | None
-    turns: int
-    tokens: int
-    detections: int
-    level: int
-    first_detection_turn: int | None
-    wasted_turns: int
-    wasted_tokens: int
-    late_calls: int
-    detections_list: tuple[Detection, ...] = field(default=())
-
-
-class TraceState:
-    """The runs of one trace and the run-scope (cross-agent) state."""
-
-    __slots__ = (
-        "detections",
-        "evidence",
-        "evidence_run",
-        "evidence_version",
-        "last_seen",
-        "level",
-        "pipeline",
-        "plan_node",
-        "run_signature_state",
-        "runs",
-        "tokens",
-        "trace_id",
-    )
-
-    def __init__(self, trace_id: str, pipeline: Pipeline, now: float) -> None:
-        self.trace_id = trace_id
-        self.pipeline = pipeline
-        self.runs: dict[str, RunState] = {}
-        self.evidence = array("q")  # sorted distinct result digests of all runs
-        self.evidence_version = 0
-        # The run whose evidence is, for now, the trace's own (see admit_from), or None.
-        self.evidence_run: RunState | None = None
-        self.plan_node: str | None = None
-        self.tokens = 0
-        self.level = 0
-        self.detections = 0
-        self.run_signature_state: Any = None
-        self.last_seen = now
-
-    def admit(self, digest: int) -> None:
-        """Admit a result digest to the trace-wide evidence."""
-        if admit(self.evidence, digest, self.pipeline.config.max_evidence * 4):
-            self.evidence_version += 1
-
-    def admit_from(self, run: RunState, digest: int) -> None:
-        """Admit a result digest that ``run``, one of this trace's runs, is about to admit
-        to its own evidence.
-
-        While one run alone has admitted results to the trace, the trace's evidence is
-        the same set as that run's, with the same version: both received the same
-        digests in the same order, and neither was emptied (the run's evidence fills up
-        first, at a quarter of the trace's cap). It is then not stored twice:
-        ``evidence_run`` stands for it. It is copied out (:meth:`detach`) before it could
-        differ: when another run admits a result, when the run's evidence is full (its
-        next admission may empty it) and when the run ends.
-        """
-        owner = self.evidence_run
-        if owner is run:
-            if len(run.evidence) < self.pipeline.config.max_evidence:
-                return
-            self.detach()
-        elif owner is not None:
-            self.detach()
-        elif self.evidence_version == 0:
-            self.evidence_run = run  # the first result admitted to the trace
-            return
-        self.admit(digest)
-
-    def detach(self) -> None:
-        """Give the trace its own copy of the evidence it shares with a run, if it does."""
-        owner = self.evidence_run
-        if owner is not None:
-            self.evidence = array("q", owner.evidence)
-            self.evidence_version = owner.evidence_version
-            self.evidence_run = None
-
-    def trace_signature(self) -> int:
-        """The run-scope signature: shared evidence and the current plan node."""
-        owner = self.evidence_run
-        version = self.evidence_version if owner is None else owner.evidence_version
-        return self.pipeline.digester.text(f"{version}\x1f{self.plan_node or ''}")
-
-    def hex(self, digest: int) -> str:
-        return self.pipeline.digester.hex(digest)
 
 
 class ProgressEngine:
@@ -172,59 +56,21 @@ class ProgressEngine:
         self._run_signal = (
             RunSignatureSignal(self.config) if self.config.enabled("run_signature") else None
         )
-        self._traces: OrderedDict[str, TraceState] = OrderedDict()
-        self._run_count = 0
         self._lock = threading.RLock()
         self.stats = EngineStats()
+        self._table = RunTable(self.pipeline, self.stats)
 
     # -- state ------------------------------------------------------------------------
 
     @property
     def active_runs(self) -> int:
         """Runs currently tracked."""
-        return self._run_count
+        return self._table.run_count
 
     @property
     def active_traces(self) -> int:
         """Traces currently tracked."""
-        return len(self._traces)
-
-    def _trace(self, trace_id: str, now: float) -> TraceState:
-        trace = self._traces.get(trace_id)
-        if trace is None:
-            trace = self._traces[trace_id] = TraceState(trace_id, self.pipeline, now)
-        else:
-            self._traces.move_to_end(trace_id)
-            trace.last_seen = now
-        return trace
-
-    def _run(self, trace: TraceState, run_id: str, agent: str | None) -> RunState:
-        run = trace.runs.get(run_id)
-        if run is None:
-            run = trace.runs[run_id] = RunState(self.pipeline, trace, run_id, agent)
-            self._run_count += 1
-            self._enforce_cap(keep=trace.trace_id)
-        elif agent and not run.agent:
-            run.agent = agent
-        return run
-
-    def _enforce_cap(self, keep: str) -> None:
-        while self._run_count > self.config.max_runs and len(self._traces) > 1:
-            trace_id, _trace = next(iter(self._traces.items()))
-            if trace_id == keep:
-                self._traces.move_to_end(trace_id)
-                continue
-            self._drop_trace(trace_id, evicted=True)
-
-    def _drop_trace(self, trace_id: str, evicted: bool = False) -> TraceState | None:
-        trace = self._traces.pop(trace_id, None)
-        if trace is None:
-            return None
-        self._run_count -= len(trace.runs)
-        if evicted:
-            self.stats.traces_evicted += 1
-            self.stats.runs_evicted += len(trace.runs)
-        return trace
+        return len(self._table.traces)
 
     # -- input ------------------------------------------------------------------------
 
@@ -239,10 +85,10 @@ class ProgressEngine:
         try:
             with self._lock:
                 self.stats.calls += 1
-                trace = self._trace(call.trace_id, time.monotonic() if now is None else now)
+                trace = self._table.trace(call.trace_id, time.monotonic() if now is None else now)
                 run = trace.runs.get(call.run_id)
                 if run is None or (call.agent and not run.agent):
-                    run = self._run(trace, call.run_id, call.agent)
+                    run = self._table.run(trace, call.run_id, call.agent)
                 if not run.remember(call.span_id):
                     run.duplicates += 1
                     self.stats.duplicates += 1
@@ -285,10 +131,10 @@ class ProgressEngine:
         ``span_id``) is counted once."""
         try:
             with self._lock:
-                trace = self._trace(compaction.trace_id, time.monotonic() if now is None else now)
+                trace = self._table.trace(compaction.trace_id, time.monotonic() if now is None else now)
                 run = trace.runs.get(compaction.run_id)
                 if run is None or (compaction.agent and not run.agent):
-                    run = self._run(trace, compaction.run_id, compaction.agent)
+                    run = self._table.run(trace, compaction.run_id, compaction.agent)
                 if compaction.span_id and not run.remember(compaction.span_id):
                     run.duplicates += 1
                     self.stats.duplicates += 1
@@ -314,15 +160,15 @@ class ProgressEngine:
         if tokens <= 0:
             return
         with self._lock:
-            trace = self._trace(trace_id, time.monotonic() if now is None else now)
-            run = self._run(trace, run_id, None)
+            trace = self._table.trace(trace_id, time.monotonic() if now is None else now)
+            run = self._table.run(trace, run_id, None)
             run.tokens += tokens
             trace.tokens += tokens
 
     def set_plan_node(self, trace_id: str, node: str | None) -> None:
         """Record the trace's current plan node (for the run-scope signature)."""
         with self._lock:
-            trace = self._traces.get(trace_id)
+            trace = self._table.traces.get(trace_id)
             if trace is not None and node:
                 trace.plan_node = node
 
@@ -330,7 +176,7 @@ class ProgressEngine:
         """Release everything buffered for one run (or all runs of a trace)."""
         try:
             with self._lock:
-                trace = self._traces.get(trace_id)
+                trace = self._table.traces.get(trace_id)
                 if trace is None:
                     return []
                 runs = [trace.runs[run_id]] if run_id is not None and run_id in trace.runs else (
@@ -358,7 +204,7 @@ class ProgressEngine:
         state and summarise it."""
         try:
             with self._lock:
-                trace = self._traces.get(trace_id)
+                trace = self._table.traces.get(trace_id)
                 if trace is None:
                     return None
                 run = trace.runs.get(run_id)
@@ -366,31 +212,13 @@ class ProgressEngine:
                 if run is not None:
                     detections.extend(self._release(run, final=True))
                 if parent_run_id and self._run_signal is not None:
-                    parent = trace.runs.get(parent_run_id)
-                    det = self._run_scope(trace, parent, span_id or run_id)
+                    det = trace.run_scope(self._run_signal, trace.runs.get(parent_run_id), span_id or run_id)
                     if det is not None:
+                        self.stats.detections += 1
                         detections.append(det)
-                if run is None:
-                    return RunSummary(trace_id, run_id, None, 0, 0, len(detections), 0, None, 0, 0, 0,
-                                      tuple(detections))
-                if trace.evidence_run is run:
-                    trace.detach()  # the trace's evidence outlives the run
-                del trace.runs[run_id]
-                self._run_count -= 1
-                return RunSummary(
-                    trace_id=trace_id,
-                    run_id=run_id,
-                    agent=run.agent,
-                    turns=run.turn,
-                    tokens=run.tokens,
-                    detections=run.detections,
-                    level=run.level,
-                    first_detection_turn=run.first_detection_turn,
-                    wasted_turns=run.wasted_turns,
-                    wasted_tokens=run.wasted_tokens,
-                    late_calls=run.late,
-                    detections_list=tuple(detections),
-                )
+                if run is not None:
+                    self._table.drop_run(trace, run_id)
+                return summarise(trace_id, run_id, run, detections)
         except Exception:
             self.stats.errors += 1
             _log.debug("otel-progress: end_run failed", exc_info=True)
@@ -399,11 +227,11 @@ class ProgressEngine:
     def end_trace(self, trace_id: str) -> list[RunSummary]:
         """The trace is complete: end every run still open and free the trace."""
         with self._lock:
-            trace = self._traces.get(trace_id)
+            trace = self._table.traces.get(trace_id)
             if trace is None:
                 return []
             summaries = [s for r in list(trace.runs) if (s := self.end_run(trace_id, r)) is not None]
-            self._drop_trace(trace_id)
+            self._table.drop_trace(trace_id)
             return summaries
 
     def rename_run(self, trace_id: str, run_id: str, new_run_id: str) -> bool:
@@ -411,31 +239,17 @@ class ProgressEngine:
         its first calls: the service's provisional runs, see ``otel_progress.runs.provisional``).
         False (nothing changed) when there is no such run or ``new_run_id`` is taken."""
         with self._lock:
-            trace = self._traces.get(trace_id)
-            if trace is None or run_id not in trace.runs or new_run_id in trace.runs:
-                return False
-            run = trace.runs.pop(run_id)
-            run.run_id = new_run_id
-            trace.runs[new_run_id] = run
-            return True
+            return self._table.rename_run(trace_id, run_id, new_run_id)
 
     def evict_idle(self, now: float | None = None) -> int:
         """Drop traces idle for longer than ``run_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now
-        limit = now - self.config.run_ttl_seconds
-        dropped = 0
         with self._lock:
-            while self._traces:
-                trace_id, trace = next(iter(self._traces.items()))
-                if trace.last_seen > limit:
-                    break
-                self._drop_trace(trace_id, evicted=True)
-                dropped += 1
-        return dropped
+            return self._table.evict_idle(now)
 
     def run_state(self, trace_id: str, run_id: str) -> RunState | None:
         """The live state of a run (for summaries and tests), or None."""
-        trace = self._traces.get(trace_id)
+        trace = self._table.traces.get(trace_id)
         return None if trace is None else trace.runs.get(run_id)
 
     # -- internals --------------------------------------------------------------------
@@ -499,43 +313,3 @@ class ProgressEngine:
         if run.detections > before:
             self.stats.suppressed += 1
         return []
-
-    def _run_scope(self, trace: TraceState, parent: RunState | None, span_id: str) -> Detection | None:
-        signal = self._run_signal
-        assert signal is not None
-        if trace.run_signature_state is None:
-            trace.run_signature_state = signal.new_state()
-        turn = parent.turn if parent is not None else 0
-        step = Step(turn=turn, calls=(), facts=(), key=None, tool="", start_ns=0, end_ns=0,
-                    span_id=span_id, tokens=trace.tokens)
-        finding = signal.evaluate(step, trace.run_signature_state, trace)
-        if finding is None:
-            return None
-        trace.detections += 1
-        trace.run_signature_state = signal.new_state()
-        if parent is not None and parent.first_detection_turn is None:
-            # the invoking run was told: what it spends from here on is wasted, as after
-            # a detection of its own
-            parent.first_detection_turn = turn
-            parent.first_detection_tokens = parent.tokens
-        if trace.level >= Level.PARK:
-            return None
-        trace.level += 1
-        level = Level(trace.level)
-        attempts = parent.attempts if parent is not None else ()
-        self.stats.detections += 1
-        return Detection(
-            reason=finding.reason,
-            turn=turn,
-            level=level,
-            scope=Scope.RUN,
-            trace_id=trace.trace_id,
-            span_id=span_id,
-            run_id=parent.run_id if parent is not None else "",
-            agent=parent.agent if parent is not None else None,
-            tool="",
-            figures=finding.figures,
-            nudge=nudge_text(finding, level, turn, None),
-            handoff=handoff_note(finding, turn, attempts),
-            tokens=trace.tokens,
-        )

@@ -1,44 +1,52 @@
 """One run's state: everything the engine remembers about an agent run between its calls
-(:class:`RunState`), and the sorted digest sets its signals share (:func:`admit`).
+(:class:`RunState`).
 
 The :class:`~otel_progress.engine.pipeline.Pipeline` builds a run's steps and runs the signals
-over this state; each signal keeps its own part in :attr:`RunState.states`.
+over this state; each signal keeps its own part in :attr:`RunState.states`. The run state
+knows the pipeline only through :class:`StepRunner` (it imports neither the pipeline nor
+the signals: they depend on it).
 """
 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..evidence.canonical import Digester
 from ..evidence.content import ResultMemory
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
 from ..model import ToolCall
+from .digests import holds
 from .escalation import Attempts
-from .signals.base import holds
 
 if TYPE_CHECKING:
-    from .pipeline import Pipeline
-    from .signals import Step
+    from .step import Step
 
-__all__ = ["RunState", "admit"]
+__all__ = ["RunState", "StepRunner"]
 
 _SEEN_IDS = 24  # span ids a run remembers (redelivered spans)
 
 
-def admit(evidence: array[int], digest: int, cap: int) -> bool:
-    """Add a digest to a sorted array of distinct digests; False if it was there.
-    Past ``cap`` entries the array is emptied: forgetting can only hide a loop, never
-    invent one."""
-    i = bisect_left(evidence, digest)
-    if i < len(evidence) and evidence[i] == digest:
-        return False
-    if len(evidence) >= cap:
-        del evidence[:]
-        i = 0
-    evidence.insert(i, digest)
-    return True
+class _Stateful(Protocol):
+    def new_state(self) -> Any: ...
+
+
+class StepRunner(Protocol):
+    """What a run state needs of the pipeline that runs its steps: the signals (each gives
+    the run a fresh state of its own), the digester (a digest's exported form) and the
+    exported state signature of a step."""
+
+    @property
+    def signals(self) -> Sequence[_Stateful]: ...
+
+    @property
+    def digester(self) -> Digester: ...
+
+    def exported_signature(self, step: Step) -> int:
+        """The state signature of ``step`` as exported with a detection."""
+        ...
 
 
 class RunState:
@@ -85,7 +93,7 @@ class RunState:
         "watermark_ns",
     )
 
-    def __init__(self, pipeline: Pipeline, trace: Any, run_id: str, agent: str | None) -> None:
+    def __init__(self, pipeline: StepRunner, trace: Any, run_id: str, agent: str | None) -> None:
         self.pipeline = pipeline
         self.trace = trace
         self.run_id = run_id
@@ -110,7 +118,7 @@ class RunState:
         self.late = 0
         self.duplicates = 0
         self.attempts = Attempts()
-        self.memory: ResultMemory | None = None  # made when first needed (Pipeline.memory)
+        self.memory: ResultMemory | None = None  # made when first needed (FactBuilder.memory, engine/facts.py)
         self.views: Views | None = None  # what each location showed (made when first needed)
         self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
@@ -135,7 +143,7 @@ class RunState:
 
     def exported_signature(self, step: Step) -> int:
         """The exported state signature of the current step (see
-        :meth:`Pipeline.exported_signature`)."""
+        :meth:`StepRunner.exported_signature`)."""
         return self.pipeline.exported_signature(step)
 
     @property

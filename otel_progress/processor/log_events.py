@@ -32,10 +32,10 @@ from opentelemetry._logs import Logger as ApiLogger
 from opentelemetry._logs import LogRecord, NoOpLoggerProvider, SeverityNumber, get_logger, get_logger_provider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from .. import __version__
 from ..engine.config import ConfigError
 from ..model import Detection
 from ..model.evaluation import DETECTION_EVENTS, detection_events, evaluation_event
+from ..model.version import __version__
 
 __all__ = ["DETECTION_EVENTS", "ENV_DETECTION_EVENTS", "LOGGER_NAME", "DetectionLogger", "detection_events_mode",
            "logs_configured", "plan"]

@@ -90,7 +90,7 @@ class ProgressMetrics:
         active_runs: Callable[[], int] | None = None,
         queued: Callable[[], int] | None = None,
     ) -> None:
-        from .. import __version__
+        from ..model.version import __version__
 
         meter = metrics.get_meter("otel_progress", __version__, meter_provider=meter_provider)
         self._agents = _NameCap(MAX_NAMES)

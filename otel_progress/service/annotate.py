@@ -28,9 +28,9 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from .. import __version__
 from ..model import Detection
 from ..model.limits import MAX_METRIC_CHARS, clip_chars
+from ..model.version import __version__
 from .detector import Placement
 from .otlp import ExportTraceServiceRequest, SlimRequest, key_values, to_any_value
 

@@ -3,7 +3,7 @@ the data and where it sends it (printed to stderr by :func:`.run.run_serve`)."""
 
 from __future__ import annotations
 
-from .. import __version__
+from ..model.version import __version__
 from .options import ServiceConfig
 
 __all__ = ["startup_message"]

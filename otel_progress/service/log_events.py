@@ -36,10 +36,10 @@ from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from .. import __version__
 from ..model import Detection
 from ..model.evaluation import evaluation_event
 from ..model.limits import MAX_METRIC_CHARS, clip_chars
+from ..model.version import __version__
 from .annotate import SCOPE_NAME
 from .detector import BatchResult, Placement
 from .forwarder import ForwardResult, UnaryExporter

@@ -19,9 +19,9 @@ import time
 
 import grpc
 
-from .. import __version__
 from ..engine import ProgressEngine
 from ..engine.config import Config
+from ..model.version import __version__
 from ..runs.budget import StateBudget
 from ..runs.model import RunModel
 from .admission import Admission

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .barren import BarrenSignal
-from .base import CallFacts, Signal, Step
+from .base import Signal
 from .compaction import CompactionSignal
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BarrenSignal",
-    "CallFacts",
     "CompactionSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
@@ -40,7 +39,6 @@ __all__ = [
     "Signal",
     "SignatureSignal",
     "StateRevisitSignal",
-    "Step",
     "WaitSignal",
     "build_signals",
     "find_period",

@@ -6,7 +6,8 @@ from typing import Any
 
 from ...evidence.views import Sketch, only_repeats
 from ...model import Finding, Reason
-from .base import Signal, Step
+from ..step import Step
+from .base import Signal
 
 __all__ = ["BarrenSignal"]
 

@@ -45,7 +45,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ...model import Compaction, Finding, Reason
-from .base import Signal, Step, holds
+from ..digests import holds
+from ..step import Step
+from .base import Signal
 
 if TYPE_CHECKING:
     from ..runstate import RunState

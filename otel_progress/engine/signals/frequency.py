@@ -6,7 +6,9 @@ from array import array
 from typing import Any
 
 from ...model import Finding, Reason
-from .base import Signal, Step, count_last
+from ..digests import count_last
+from ..step import Step
+from .base import Signal
 
 __all__ = ["FrequencySignal"]
 

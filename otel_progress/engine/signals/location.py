@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...model import Finding, Reason
-from .base import Step
+from ..step import Step
 from .revisit import StateRevisitSignal, revisited
 
 __all__ = ["LocationRevisitSignal"]

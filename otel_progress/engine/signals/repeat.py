@@ -6,7 +6,8 @@ from array import array
 from typing import Any
 
 from ...model import Finding, Reason
-from .base import Signal, Step
+from ..step import Step
+from .base import Signal
 
 __all__ = ["RepeatCycleSignal", "find_period"]
 

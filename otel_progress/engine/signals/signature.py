@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...model import Finding, Reason
-from .base import Signal, Step, record_visit
+from ..step import Step
+from .base import Signal, record_visit
 
 __all__ = ["SignatureSignal"]
 

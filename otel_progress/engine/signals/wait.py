@@ -9,7 +9,8 @@ from typing import Any
 
 from ...model import Finding, Reason
 from ..manifest import ToolSpec
-from .base import CallFacts, Signal, Step
+from ..step import CallFacts, Step
+from .base import Signal
 
 __all__ = ["WaitSignal"]
 
