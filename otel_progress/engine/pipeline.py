@@ -18,11 +18,12 @@ from typing import Any
 
 import orjson
 
-from ..evidence.canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
+from ..evidence.canonical import Digester, failure_signature_text, folds_to_itself, normalise_action, parse_json_value
 from ..evidence.content import (
     Field,
     ResultMemory,
     command_of,
+    echoes_request,
     is_ack,
     is_deliberate_wait,
     is_empty,
@@ -35,6 +36,7 @@ from ..evidence.generic import bare_acknowledgement, uninformative_failure
 from ..evidence.location import Location, LocationReader
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
+from ..evidence.volatile import answer_text, mask_volatile
 from ..model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
 from .config import Config
 from .escalation import handoff_note, nudge_text
@@ -128,6 +130,7 @@ class Pipeline:
         self._texts: dict[str, tuple[int, bool, bool, bool]] = {}
         self._json_results: dict[str, tuple[bytes, Any]] = {}
         self._errors: dict[tuple[str, str | None, str | None], tuple[str, bool]] = {}
+        self._answers: dict[tuple[str, bool], int] = {}  # answer digests of texts seen recently
         self._locations = LocationReader()  # (with its tables of recent heads and URLs)
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
@@ -247,7 +250,9 @@ class Pipeline:
         error: int | None = None
         if call.error:
             message = call.error_message
-            text, generic = self._failure(name, call.error_type, message)
+            # A failure is what it says: its whole captured output, else its message.
+            output = result if type(result) is str and result.strip() else message
+            text, generic = self._failure(name, call.error_type, message, output)
             if generic:
                 # A failure whose message says nothing about it (none, "Shell command
                 # failed", "timed out"): the request is all that tells it from other
@@ -288,20 +293,63 @@ class Pipeline:
                           waits and not call.error, waits, incidental, partial)
         if place is not None:
             facts.place = place
+        if not has_args:
+            pass  # (no captured request: what came back is compared with nothing)
+        elif call.error:
+            # A failed write (a request carrying its content) is about how it wrote, not
+            # about what the world answers: the identical failing write is left to the
+            # error signal. A failure of one line names no more than a status (_answer).
+            output = result if type(result) is str and result.strip() else call.error_message
+            facts.writes = writes = echoes_request(args, None)
+            if not writes:
+                facts.answer = error if output and "\n" in output.strip() else hash((error, call_digest)) & _MASK
+        elif result_digest is not None and not (empty or partial or ack or navigation or facts.wait):
+            # (an acknowledgement says the request was taken, not what the world answers)
+            facts.answer = self._answer(run, name, args, parsed, result_digest, call_digest)
         return facts
 
-    def _failure(self, name: str, error_type: str | None, message: str | None) -> tuple[str, bool]:
-        """A failure's error signature text, and whether its message says nothing about it
-        (generic.py); both functions of the tool, type and message alone, remembered for
-        the failures seen last (an agent stuck on a failure sends it again and again)."""
-        if message is not None and len(message) > _MEMO_MESSAGE:
-            return error_signature_text(name, error_type, message), uninformative_failure(message, error_type, name)
+    def _answer(self, run: RunState | None, name: str, args: Any, parsed: Any, result_digest: int,
+                request: int) -> int | None:
+        """What a successful call's answer is compared by (signals/answer.py): None for a
+        write's own echo (the manifest's write tools, or a request that carries its
+        content, content.echoes_request). A text of several lines (an output, a report, a
+        traceback) is compared across requests, with its volatile tokens masked
+        (volatile.py; opaque ones too for a tool learned to answer with them); a one-line
+        text or a structured result names no more than a status or a value, whose meaning
+        is the request's ("not enough balance" for another card is another fact), so it is
+        compared only with the same request's answers."""
+        if name in self._write_tools or echoes_request(args, parsed):
+            return None
+        if type(parsed) is not str or "\n" not in parsed.strip():
+            return hash((result_digest, request)) & _MASK
+        opaque = run is not None and run.opaque is not None and name in run.opaque.learned
+        if len(parsed) > _MEMO_TEXT:
+            return self.digester.text(answer_text(parsed, opaque))
+        memo = self._answers
+        key = (parsed, opaque)
+        answer = memo.get(key)
+        if answer is None:
+            answer = self.digester.text(answer_text(parsed, opaque))
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            memo[key] = answer
+        return answer
+
+    def _failure(self, name: str, error_type: str | None, message: str | None,
+                 output: str | None) -> tuple[str, bool]:
+        """A failure's identity text (its whole normalised ``output``: the captured result,
+        else the message), and whether it says nothing about the failure (no output beyond
+        a message that is generic, generic.py); both functions of the tool, type, message
+        and output alone, remembered for the failures seen last (an agent stuck on a
+        failure sends it again and again)."""
+        if output is not None and len(output) > _MEMO_MESSAGE:
+            return failure_signature_text(name, error_type, output), False  # (long: not generic)
         memo = self._errors
-        key = (name, error_type, message)
+        key = (name, error_type, output)
         failure = memo.get(key)
         if failure is None:
-            failure = (error_signature_text(name, error_type, message),
-                       uninformative_failure(message, error_type, name))
+            failure = (failure_signature_text(name, error_type, output),
+                       uninformative_failure(output, error_type, name))
             if len(memo) >= _MEMO_ERRORS:
                 memo.clear()
             memo[key] = failure
@@ -312,7 +360,7 @@ class Pipeline:
         """The run's table of the tools whose plain-text answers carry opaque tokens (made
         when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
         place of such an answer, or None."""
-        opaque = run.opaque = OpaqueText()
+        opaque = run.opaque = OpaqueText(mask_volatile)
         return opaque
 
     def _request(self, name: str, arguments: Any, call_prefix: bytes,
@@ -595,7 +643,12 @@ class Pipeline:
             run.states[i] = signal.reset(run.states[i])
         if run.level >= Level.PARK:
             return None  # parked: counted, not announced again
-        run.level += 1
+        # Levels 2 (restart) and 3 (park) stop or reset a run: they rest on the same loop
+        # going on after the nudge (the same reason and, where the signal knows it, the
+        # same thing repeating). Another loop is nudged afresh.
+        loop = (finding.reason.value, finding.loop)
+        run.level = run.level + 1 if loop == run.loop else 1
+        run.loop = loop
         level = Level(run.level)
         figures = finding.figures
         evidence_level = _weakest_level(step.calls)

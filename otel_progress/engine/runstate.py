@@ -64,6 +64,7 @@ class RunState:
         "last_state",
         "late",
         "level",
+        "loop",
         "memory",
         "opaque",
         "pending",
@@ -93,6 +94,7 @@ class RunState:
         self.turn = 0
         self.tokens = 0
         self.level = 0
+        self.loop: tuple[str, int | None] | None = None  # the loop last announced (reason, Finding.loop)
         self.detections = 0
         self.first_detection_turn: int | None = None
         self.first_detection_tokens = 0

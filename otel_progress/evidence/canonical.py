@@ -26,6 +26,8 @@ from typing import Any
 import blake3
 import orjson
 
+from .volatile import answer_text
+
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "Digester",
@@ -376,6 +378,17 @@ def error_signature_text(
         half = limit // 2
         msg = head[:half] + " … " + tail[-half:]
     return f"{tool}|{error_type or ''}|{msg}"
+
+def failure_signature_text(tool: str, error_type: str | None, output: str | None) -> str:
+    """The text a failure is identified by: tool, error type and the *whole* output of the
+    failure (the captured result, else the exception text) with its volatile tokens
+    masked (temporary paths, addresses, times, durations, ids: :mod:`.volatile`) and its
+    white space folded, never truncated to a first line or to a head and a tail. A
+    script that fails with another traceback, a test that fails with another assertion,
+    a linter that reports something else, a path that does not exist where the last one
+    did not either: each says something the run has not heard, and is another failure."""
+    return f"{tool}|{error_type or ''}|{answer_text(output or '', opaque=True)}"
+
 
 _CONTAINERS = (dict, list, tuple)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .answer import SameAnswerSignal
 from .barren import BarrenSignal
 from .base import CallFacts, Signal, Step
 from .compaction import CompactionSignal
@@ -37,6 +38,7 @@ __all__ = [
     "MeasureSignal",
     "RepeatCycleSignal",
     "RunSignatureSignal",
+    "SameAnswerSignal",
     "Signal",
     "SignatureSignal",
     "StateRevisitSignal",
@@ -57,6 +59,7 @@ _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     LocationRevisitSignal,
     SignatureSignal,
     MeasureSignal,
+    SameAnswerSignal,
 )
 
 
