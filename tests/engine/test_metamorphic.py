@@ -208,7 +208,7 @@ def test_a_single_retry_of_a_command_never_fires() -> None:
            call("bash", {"command": "pytest tests/test_x.py -q"}, "5 passed in 0.29s\n")]
     assert run(seq) == []
     # the other way: a third identical copy is a loop
-    assert brief(run(seq[:3] + [check]))[:1] == [(4, "repeat_cycle", 1)]
+    assert brief(run([*seq[:3], check]))[:1] == [(4, "repeat_cycle", 1)]
 
 
 def test_a_search_repeated_for_the_same_news_is_a_loop() -> None:
@@ -283,7 +283,7 @@ def test_a_single_retry_never_fires_on_real_healthy_runs() -> None:
         original = ops[at][1][0]
         gap = max(original.end_ns - original.start_ns, 1)
 
-        def copy(n: int) -> tuple[str, tuple, dict]:
+        def copy(n: int, original: ToolCall = original, gap: int = gap, at: int = at) -> tuple[str, tuple, dict]:
             c = dataclasses.replace(original, span_id=f"{original.span_id[:-2]}{n:02x}",
                                     start_ns=original.end_ns + n, end_ns=original.end_ns + n + gap // 1000)
             return ("observe", (c,), dict(ops[at][2]))
