@@ -283,10 +283,12 @@ def test_a_single_retry_never_fires_on_real_healthy_runs() -> None:
         original = ops[at][1][0]
         gap = max(original.end_ns - original.start_ns, 1)
 
-        def copy(n: int, original: ToolCall = original, gap: int = gap, at: int = at) -> tuple[str, tuple, dict]:
+        kw = dict(ops[at][2])
+
+        def copy(n: int, original: ToolCall = original, gap: int = gap, kw: dict = kw) -> tuple[str, tuple, dict]:
             c = dataclasses.replace(original, span_id=f"{original.span_id[:-2]}{n:02x}",
                                     start_ns=original.end_ns + n, end_ns=original.end_ns + n + gap // 1000)
-            return ("observe", (c,), dict(ops[at][2]))
+            return ("observe", (c,), kw)
 
         once = [*ops[: at + 1], copy(1), *ops[at + 1:]]
         assert _replay(once) == [], source
