@@ -36,7 +36,7 @@ from ..evidence.generic import bare_acknowledgement, uninformative_failure
 from ..evidence.location import Location, LocationReader
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
-from ..evidence.volatile import answer_text, mask_volatile
+from ..evidence.volatile import Answers, mask_volatile
 from ..model import NOT_CAPTURED, Compaction, Detection, Finding, Level, Scope, ToolCall
 from .config import Config
 from .escalation import handoff_note, nudge_text
@@ -60,6 +60,7 @@ _MAX_LEARN_KEYS = 32  # results with more top-level keys are never learned from 
 _MEMO_MESSAGE = 16384  # failures whose message is up to this size are remembered ...
 _MEMO_ERRORS = 256  # ... this many
 _TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may decode (not plain text)
+_MASK_VOLATILE = partial(mask_volatile, opaque=False)  # (OpaqueText masks opaque tokens itself)
 _SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # as canonical.py encodes
 #: Per tool name (Pipeline._tool): call-digest prefix, action prefix, manifest wait tool.
 _Tool = tuple[bytes, bytes | None, bool]
@@ -130,7 +131,6 @@ class Pipeline:
         self._texts: dict[str, tuple[int, bool, bool, bool]] = {}
         self._json_results: dict[str, tuple[bytes, Any]] = {}
         self._errors: dict[tuple[str, str | None, str | None], tuple[str, bool]] = {}
-        self._answers: dict[tuple[str, bool], int] = {}  # answer digests of texts seen recently
         self._locations = LocationReader()  # (with its tables of recent heads and URLs)
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
@@ -263,6 +263,10 @@ class Pipeline:
                         message or "").strip()):
                     incidental = True
             error = d.text(text)
+            if not generic and run is not None and output:
+                # (the same failure but for volatile tokens: the failure it repeats)
+                answers = run.answers or self._answers(run)
+                error = answers.identity(f"{name}\x1f{call.error_type}", output, error, d.text, progress=True)
         # An argument-free request (go_back, next, scroll, undo) answered by a bare
         # acknowledgement ("Navigated back") that names no location moved something each
         # time: never the same step as another, a change of the world (generic.py).
@@ -303,8 +307,9 @@ class Pipeline:
             facts.writes = writes = echoes_request(args, None)
             if not writes:
                 facts.answer = error if output and "\n" in output.strip() else hash((error, call_digest)) & _MASK
-        elif result_digest is not None and not (empty or partial or ack or navigation or facts.wait):
-            # (an acknowledgement says the request was taken, not what the world answers)
+        elif result_digest is not None and place is None and not (empty or partial or ack or navigation or facts.wait):
+            # (an acknowledgement says the request was taken, not what the world answers; a
+            # view is judged at its location, by the location signals: views.py)
             facts.answer = self._answer(run, name, args, parsed, result_digest, call_digest)
         return facts
 
@@ -322,18 +327,15 @@ class Pipeline:
             return None
         if type(parsed) is not str or "\n" not in parsed.strip():
             return hash((result_digest, request)) & _MASK
-        opaque = run is not None and run.opaque is not None and name in run.opaque.learned
-        if len(parsed) > _MEMO_TEXT:
-            return self.digester.text(answer_text(parsed, opaque))
-        memo = self._answers
-        key = (parsed, opaque)
-        answer = memo.get(key)
-        if answer is None:
-            answer = self.digester.text(answer_text(parsed, opaque))
-            if len(memo) >= _MEMO_ENTRIES:
-                memo.clear()
-            memo[key] = answer
-        return answer
+        if run is None:
+            return result_digest
+        return (run.answers or self._answers(run)).identity(name, parsed, result_digest, self.digester.text)
+
+    @staticmethod
+    def _answers(run: RunState) -> Answers:
+        """The run's memory of its tools' recent answers (made when first needed)."""
+        answers = run.answers = Answers()
+        return answers
 
     def _failure(self, name: str, error_type: str | None, message: str | None,
                  output: str | None) -> tuple[str, bool]:
@@ -360,7 +362,7 @@ class Pipeline:
         """The run's table of the tools whose plain-text answers carry opaque tokens (made
         when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
         place of such an answer, or None."""
-        opaque = run.opaque = OpaqueText(mask_volatile)
+        opaque = run.opaque = OpaqueText(_MASK_VOLATILE)
         return opaque
 
     def _request(self, name: str, arguments: Any, call_prefix: bytes,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..evidence.content import ResultMemory
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
+from ..evidence.volatile import Answers
 from ..model import ToolCall
 from .escalation import Attempts
 from .signals.base import holds
@@ -47,6 +48,7 @@ class RunState:
 
     __slots__ = (
         "agent",
+        "answers",
         "attempts",
         "best_goal",
         "derived_evidence_changed",
@@ -94,6 +96,7 @@ class RunState:
         self.turn = 0
         self.tokens = 0
         self.level = 0
+        self.answers: Answers | None = None  # the tools' recent answers (made on first use)
         self.loop: tuple[str, int | None] | None = None  # the loop last announced (reason, Finding.loop)
         self.detections = 0
         self.first_detection_turn: int | None = None

@@ -26,8 +26,6 @@ from typing import Any
 import blake3
 import orjson
 
-from .volatile import answer_text
-
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "Digester",
@@ -381,13 +379,15 @@ def error_signature_text(
 
 def failure_signature_text(tool: str, error_type: str | None, output: str | None) -> str:
     """The text a failure is identified by: tool, error type and the *whole* output of the
-    failure (the captured result, else the exception text) with its volatile tokens
-    masked (temporary paths, addresses, times, durations, ids: :mod:`.volatile`) and its
-    white space folded, never truncated to a first line or to a head and a tail. A
-    script that fails with another traceback, a test that fails with another assertion,
-    a linter that reports something else, a path that does not exist where the last one
-    did not either: each says something the run has not heard, and is another failure."""
-    return f"{tool}|{error_type or ''}|{answer_text(output or '', opaque=True)}"
+    failure (the captured result, else the exception text) with its white space folded,
+    never truncated to a first line or to a head and a tail. A script that fails with
+    another traceback, a test that fails with another assertion, a linter that reports
+    something else, a path that does not exist where the last one did not either: each
+    says something the run has not heard, and is another failure. (A failure that
+    differs from the last one of its tool only in volatile tokens, a temporary path or a
+    duration, is that failure: the engine tells it lazily, see
+    :class:`~otel_progress.evidence.volatile.Answers`.)"""
+    return f"{tool}|{error_type or ''}|{' '.join((output or '').split())}"
 
 
 _CONTAINERS = (dict, list, tuple)

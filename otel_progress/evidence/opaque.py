@@ -11,9 +11,10 @@ the same for plain text:
   blob, a request id). Words, versions, dates, counters and short numbers are content.
 * :func:`mask_opaque`: a text with its opaque tokens replaced by ``<id>``.
 * :class:`OpaqueText`: what one run learns: a tool whose identical request got a text
-  that differs from the previous answer only in opaque tokens (in the engine: in the
-  volatile tokens of :mod:`.volatile`, opaque ones included) has them masked from then
-  on before its plain-text results are digested. Learned, not assumed: a tool whose
+  that differs from the previous answer only in opaque tokens has them masked from then
+  on before its plain-text results are digested. An answer to the identical request that
+  differs from the last one only in volatile tokens (:mod:`.volatile`: a temporary
+  path, an address, a time, a duration) is that answer, compared only then. Learned, not assumed: a tool whose
   identical requests return identical texts (or texts that differ in words) keeps exact
   digests, so a new commit hash in ``git log`` after a commit stays new.
 """
@@ -91,14 +92,15 @@ class OpaqueText:
     Per tool it keeps the last plain-text answer and its request (a reference, no copy),
     and the set of tools learned: bounded to a few tools."""
 
-    __slots__ = ("_last", "_mask", "learned")
+    __slots__ = ("_last", "_volatile", "learned")
 
-    def __init__(self, mask: Callable[[str], str] = mask_opaque) -> None:
+    def __init__(self, volatile: Callable[[str], str] | None = None) -> None:
         self._last: dict[str, tuple[int, str]] = {}  # tool -> (request, its last plain-text answer)
         self.learned: set[str] = set()
-        # the tokens learned: opaque ones by default; the engine passes
-        # volatile.mask_volatile (temporary paths, addresses, times, durations and ids)
-        self._mask = mask
+        # how volatile tokens are masked (the engine passes volatile.mask_volatile): an
+        # answer to the identical request that differs from the last one only in them is
+        # that answer (compared only then: no mask is taken on any other answer)
+        self._volatile = volatile
 
     def text_to_digest(self, tool: str, request: int, text: str) -> str | None:
         """The text to digest in place of ``text`` for ``tool``'s answer to ``request``,
@@ -108,9 +110,8 @@ class OpaqueText:
         previous answer only in opaque tokens: that answer is then the previous one (its
         text is returned, so the two digests are equal), and every later plain-text answer
         of the tool is digested masked."""
-        mask = self._mask
         if tool in self.learned:
-            return mask(text)
+            return mask_opaque(text)
         table = self._last
         last = table.get(tool)
         if last is None and len(table) >= _MAX_TOOLS:
@@ -120,10 +121,14 @@ class OpaqueText:
             return None
         previous = last[1]
         if len(previous) > _MAX_TEXT or text.count("\n") != previous.count("\n"):
-            return None  # (the tokens hold no line break: texts that differ in them have as many)
-        masked = mask(text)
-        if masked == text or masked != mask(previous):
-            return None
-        if len(self.learned) < _MAX_TOOLS:
-            self.learned.add(tool)
-        return previous
+            return None  # (opaque and volatile tokens hold no line break)
+        masked = mask_opaque(text)
+        if masked != text and masked == mask_opaque(previous):
+            if len(self.learned) < _MAX_TOOLS:
+                self.learned.add(tool)
+            return previous
+        volatile = self._volatile
+        if volatile is not None and volatile(text) == volatile(previous):
+            table[tool] = (request, previous)  # (the first wording stays the reference)
+            return previous
+        return None
