@@ -48,3 +48,24 @@ def test_gate_skips_without_the_real_runs(monkeypatch, capsys) -> None:
     monkeypatch.setattr(gate, "real_files", lambda: [])
     assert gate.main([]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+def test_swebench_labels_name_known_runs_and_calls(files) -> None:
+    from bench.quality import labels as lab
+    from bench.quality.realruns import load_real_runs
+
+    swebench = [f for f in files if f.parent.name == "swebench"]
+    if not swebench or not lab.SWEBV_SHARED_LABELS.is_file():
+        pytest.skip("the SWE-bench half or its shared labels are absent")
+    length = {r.id: len(r.calls) for r in load_real_runs(swebench)}
+    labels = lab.load_swebv_labels()
+    labelled = [e["run"] for key in ("loops", "no_loop") for e in labels[key]]
+    assert len(labelled) == len(set(labelled)) == 13 + 44, "a run labelled twice, or a label file not read"
+    for entry in labels["loops"]:
+        first, last = entry["window"]
+        assert 1 <= first <= last <= length[entry["run"]], entry
+    for entry in labels["no_loop"]:
+        assert entry["run"] in length, entry
+    for entry in labels["detections"]:
+        assert 1 <= entry["call"] <= length[entry["run"]], entry
+        assert entry["verdict"] in ("real_loop", "false_alarm", "borderline"), entry
