@@ -10,9 +10,9 @@ JSON text (a text that does not open with ``{`` or ``[`` needs no parse; one tha
 tried). The goal is the engine at most 3x its floor on real calls (issue 16).
 
 **Real mode** (the default when present): the tool calls of the real runs in
-``../shared/realtraces/dev.jsonl.gz`` and ``../shared/realtraces/added/*.jsonl.gz`` (shell
-agent commands and outputs, tau-bench requests, ReAct searches, OpenHands and Magentic-One
-calls; about one in six fails), read with the project's own readers
+``../shared/realtraces/dev.jsonl.gz``, ``../shared/realtraces/added/*.jsonl.gz`` and
+``../shared/realtraces/swebench/*.jsonl.gz`` (shell agent commands and outputs, tau-bench
+requests, ReAct searches, OpenHands and Magentic-One calls, OpenHands on SWE-bench), read with the project's own readers
 (:func:`otel_progress.otlp.files.spans_from_request`, then the replay of
 :func:`otel_progress.scan.analyse.analyse_trace`, which builds each call with
 :func:`otel_progress.conventions.spans.read_tool_call`). The replay's engine calls (observe with its
@@ -82,12 +82,14 @@ Op = tuple[str, tuple[Any, ...], dict[str, Any]]
 # -- real calls ---------------------------------------------------------------------------
 
 def real_files(directory: Path | None = None) -> list[Path]:
-    """The real trace files: ``dev.jsonl.gz`` and ``added/*.jsonl.gz`` (not the
-    ``*.steps.jsonl.gz`` plain-step copies); empty when the directory is absent."""
+    """The real trace files: ``dev.jsonl.gz``, ``added/*.jsonl.gz`` and
+    ``swebench/*.jsonl.gz`` (not the ``*.steps.jsonl.gz`` plain-step copies); empty when
+    the directory is absent. The same list as ``bench.quality.realruns.real_files``."""
     directory = REAL_DIR if directory is None else directory
     if not directory.is_dir():
         return []
-    files = sorted(directory.glob("*.jsonl.gz")) + sorted((directory / "added").glob("*.jsonl.gz"))
+    files = [*sorted(directory.glob("*.jsonl.gz")), *sorted((directory / "added").glob("*.jsonl.gz")),
+             *sorted((directory / "swebench").glob("*.jsonl.gz"))]
     return [f for f in files if not f.name.endswith(".steps.jsonl.gz")]
 
 

@@ -15,10 +15,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import real
+from . import real, sources
 from .baselines import baselines
 from .baselines.base import Alarm, Detector
 from .corpus import load_corpus
+from .labels import load_all_labels
 from .otlp import CONVENTIONS
 from .ours import ProcessorDetector, ScanDetector, processor_available, run_config_file
 from .realruns import REAL_DIR, load_real_runs, real_files
@@ -71,8 +72,9 @@ def _real_runs(args: argparse.Namespace, base: Sequence[Detector]) -> tuple[str,
             f"skipped: no real runs at {REAL_DIR} (the project does not ship them)")
         return f"## Real runs\n\n{why}.\n", "", f"real runs: {why}"
     runs = load_real_runs(files)
-    labels = real.load_labels()
+    labels = load_all_labels()
     scan = real.score_ours("**otel-progress** (scan)", runs, real.scan_detections(files, runs))
+    per_source = sources.table(sources.figures(runs, scan.detections, labels))
     scores = [scan]
     consistency: list[str] = []
     if not args.no_processor and processor_available():
@@ -110,7 +112,12 @@ def _real_runs(args: argparse.Namespace, base: Sequence[Detector]) -> tuple[str,
         charts.append(real.chart_svg([real.rescore(s, new_sources) for s in scores], ours_titles,
                                      [e for e in labels["loops"] if e["run"] in ids],
                                      "The same on the three added sources (ReAct, OpenHands V1, Magentic-One)"))
-    return (real.markdown(runs, scores, labels, files, consistency), real.stack_svgs(*charts),
+    figures = ["### Per-source figures", "",
+               "otel-progress (scan) on the labelled runs of each source; each rate is k/n, its percentage and"
+               " its Wilson 95 % interval. Definitions in the README (\"Per-source figures\"); `python -m"
+               " bench.quality.gate` holds them to the floors of `floors.yaml`.", "", per_source, ""]
+    summary += ["", "per-source figures (k/n, %, Wilson 95 % interval):", per_source]
+    return (real.markdown(runs, scores, labels, files, consistency, figures), real.stack_svgs(*charts),
             "\n".join(summary))
 
 

@@ -305,8 +305,8 @@ def _source_section(harness: str, runs: Sequence[RealRun], scores: Sequence[Real
 
 
 def markdown(runs: Sequence[RealRun], scores: Sequence[RealScore], labels: Mapping[str, Any],
-             files: Sequence[Path], consistency: Sequence[str]) -> str:
-    """The real-runs section of RESULTS.md."""
+             files: Sequence[Path], consistency: Sequence[str], figures: Sequence[str] = ()) -> str:
+    """The real-runs section of RESULTS.md (``figures``: lines put before the tables)."""
     harnesses = sorted({r.harness for r in runs})
     ours = scores[0]
     p, pf, f, ff = ours.totals()
@@ -325,11 +325,13 @@ def markdown(runs: Sequence[RealRun], scores: Sequence[RealScore], labels: Mappi
         " when an alarm falls inside the call window in which it is provable (`real_labels.yaml`);"
         " a baseline is judged by its first alarm only (it stops there).",
         "",
+        *figures,
         "### All real runs",
         "",
         table(scores, labels["loops"]),
         "",
-        f"**By the hand labels** (`bench/quality/real_labels.yaml`, rule in the README):"
+        f"**By the hand labels** (`bench/quality/real_labels.yaml` and the SWE-bench label files, rules in the"
+        f" README):"
         f" otel-progress (scan): {_precision(ours.detections, labels)}; labelled loops caught in their window:"
         f" {_pct(caught, total)}. Passing runs flagged: {_pct(pf, p)}; failing runs flagged: {_pct(ff, f)}."
         f" Calls after the first detection (mean over flagged runs): {ours.mean_calls_after:.1f}. Labelled runs"

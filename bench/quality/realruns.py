@@ -1,5 +1,5 @@
-"""Real agent runs (``../shared/realtraces/*.jsonl.gz`` and ``added/*.jsonl.gz``) for the
-scoreboard's real-runs section.
+"""Real agent runs (``../shared/realtraces/*.jsonl.gz``, ``added/*.jsonl.gz`` and
+``swebench/*.jsonl.gz``) for the scoreboard's real-runs section.
 
 The files are OTLP/JSON as the Collector's file exporter writes them: one trace per run,
 with resource attributes ``realtraces.run_id``, ``realtraces.harness`` and
@@ -82,13 +82,16 @@ class RealRun:
         return turns.index(self.calls[index - 1].turn) + 1
 
 
-def real_files(directory: Path | None = None) -> list[Path]:
-    """The real-run files present: the traces in the directory and in its ``added/``
-    subdirectory (not the ``*.steps.jsonl.gz`` reading copies); empty when absent."""
+def real_files(directory: Path | None = None, *, swebench: bool = True) -> list[Path]:
+    """The real-run files present: the traces in the directory, in its ``added/``
+    subdirectory and (unless ``swebench`` is false) in its ``swebench/`` subdirectory (not
+    the ``*.steps.jsonl.gz`` reading copies); empty when absent."""
     directory = REAL_DIR if directory is None else directory
     if not directory.is_dir():
         return []
     found = [*sorted(directory.glob("*.jsonl.gz")), *sorted((directory / "added").glob("*.jsonl.gz"))]
+    if swebench:
+        found += sorted((directory / "swebench").glob("*.jsonl.gz"))
     return [p for p in found if not p.name.endswith(".steps.jsonl.gz")]
 
 

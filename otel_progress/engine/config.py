@@ -33,6 +33,7 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "location",
     "signature",
     "measure",
+    "same_answer",
     "run_signature",
 )
 
@@ -63,6 +64,7 @@ class Config:
     measure_visits: int = 3
     error_threshold: int = 5
     repeat_failure_threshold: int = 3
+    same_answer_count: int = 3
     reorder_window: int = 16
     max_evidence: int = 256
     volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
@@ -79,7 +81,7 @@ class Config:
         for name in (
             "window", "frequency_count", "frequency_window", "barren_threshold",
             "revisit_threshold", "location_revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
-            "repeat_failure_threshold", "max_evidence", "max_runs",
+            "repeat_failure_threshold", "same_answer_count", "max_evidence", "max_runs",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

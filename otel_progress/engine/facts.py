@@ -16,11 +16,22 @@ from functools import partial
 from typing import Any
 
 from ..evidence.canonical import Digester
-from ..evidence.content import Field, ResultMemory, is_ack, is_empty, is_silent, may_be_waiting, opaque_fields, without
+from ..evidence.content import (
+    Field,
+    ResultMemory,
+    echoes_request,
+    is_ack,
+    is_empty,
+    is_silent,
+    may_be_waiting,
+    opaque_fields,
+    without,
+)
 from ..evidence.generic import bare_acknowledgement
 from ..evidence.location import Location, LocationReader
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
+from ..evidence.volatile import Answers, mask_volatile
 from ..model import NOT_CAPTURED, ToolCall
 from .config import Config
 from .digests import MASK
@@ -42,6 +53,7 @@ _TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may de
 #: the tool's previous answer, the location it shows and whether that was looked for.
 _Result = tuple[int | None, Any, bool, bool, bool, bool, Location | None, bool]
 _ARGUMENTS, _NAMES = "arguments", "names"  # ToolCall.evidence_level (see the pipeline)
+_MASK_VOLATILE = partial(mask_volatile, opaque=False)  # (OpaqueText masks opaque tokens itself)
 
 
 class FactBuilder:
@@ -65,6 +77,7 @@ class FactBuilder:
         self._tool = texts.tool
         self._request_facts = texts.request
         self._json_results: dict[str, tuple[bytes, Any]] = {}
+        self._write_tools = frozenset(n for n, spec in config.manifest.items() if spec.kind == "write")
         waiting = config.waiting_values
         self._may_be_waiting: Callable[[str], bool] | None = (
             partial(may_be_waiting, waiting=waiting) if config.implicit_waits else None
@@ -100,19 +113,17 @@ class FactBuilder:
                 result_digest, place = self._place(run, located, call_digest, parsed, result_digest)
         error: int | None = None
         if call.error:
-            error, repeats_message = self._error(call, name, call_digest, result_digest, parsed, silent)
+            error, repeats_message = self._error(call, run, name, result, call_digest, result_digest, parsed, silent)
             incidental = incidental or repeats_message
         # An argument-free request (go_back, next, scroll, undo) answered by a bare
         # acknowledgement ("Navigated back") that names no location moved something each
         # time: never the same step as another, a change of the world (generic.py).
         navigation = (has_args and not args and place is None and not call.error and type(parsed) is str
                       and bare_acknowledgement(parsed))
-        # The turn key: the request and what came back. A failed call has no key: a retry
-        # after a transient error is legitimate; repeated failures are judged by the
-        # error-recurrence and state-signature signals instead.
-        key: int | None = None
-        if result_digest is not None and not call.error and not navigation:
-            key = hash((call_digest, result_digest)) & MASK
+        # The turn key: the request and what came back. A failed call has none (a retry after
+        # a transient error is legitimate; repeated failures are for the error signals).
+        key = hash((call_digest, result_digest)) & MASK if result_digest is not None and not (
+            call.error or navigation) else None
         action = None
         if self._want_action and (has_args or result_digest is not None) and not navigation:
             # The normalised action, for the state signature (see TextFacts._request).
@@ -129,7 +140,46 @@ class FactBuilder:
                           waits and not call.error, waits, incidental, partial)
         if place is not None:
             facts.place = place
+        if has_args and (call.error or not (result_digest is None or empty or partial or ack or navigation
+                                            or place is not None or facts.wait)):
+            self._answer(facts, call, run, args, result, call_digest)  # (the same answer, signals/answer.py)
         return facts
+
+    def _answer(self, facts: CallFacts, call: ToolCall, run: RunState | None, args: Any, result: Any,
+                request: int) -> None:
+        """What the call's answer is compared by (signals/answer.py), on ``facts``. A failure:
+        its identity, unless the request carries its content (a failed write says how the
+        agent writes, not what the world answers). A success: None for a write's own echo
+        (the manifest's write tools, or content.echoes_request). A text of several lines (an
+        output, a report, a traceback) is compared across requests, volatile tokens told
+        apart (volatile.Answers); a one-line text or a structured value names no more than
+        a status or a value whose meaning is the request's ("not enough balance" for
+        another card is another fact): it is compared only with the same request's answers.
+        (An empty, partial or acknowledging answer, a wait, a view: never called.)"""
+        if call.error:
+            facts.writes = echoes_request(args, None)
+            if not facts.writes:
+                output = result if type(result) is str and result.strip() else call.error_message
+                many = output is not None and "\n" in output.strip()
+                facts.answer = facts.error if many else hash((facts.error, request)) & MASK
+            return
+        parsed = facts.parsed_result
+        if facts.tool in self._write_tools or echoes_request(args, parsed):
+            return
+        digest = facts.result
+        if type(parsed) is not str or "\n" not in parsed.strip():
+            facts.answer = hash((digest, request)) & MASK
+        elif run is None:
+            facts.answer = digest
+        else:
+            facts.answer = (run.answers or self._answers(run)).identity(facts.tool, parsed, digest,
+                                                                        self.digester.text)
+
+    @staticmethod
+    def _answers(run: RunState) -> Answers:
+        """The run's memory of its tools' recent answers (made when first needed)."""
+        answers = run.answers = Answers()
+        return answers
 
     @staticmethod
     def _repeated(run: RunState, name: str, call_digest: int) -> bool:
@@ -190,14 +240,23 @@ class FactBuilder:
             views = run.views = Views()
         return views.observe(located, call_digest, parsed, result_digest)
 
-    def _error(self, call: ToolCall, name: str, call_digest: int, result_digest: int | None, parsed: Any,
-               silent: bool) -> tuple[int, bool]:
+    def _error(self, call: ToolCall, run: RunState | None, name: str, result: Any, call_digest: int,
+               result_digest: int | None, parsed: Any, silent: bool) -> tuple[int, bool]:
         """A failed call's error signature digest, and whether its answer only repeats a
-        message that says nothing (then it is no evidence of anything)."""
+        message that says nothing (then it is no evidence of anything). A failure is what
+        it says: its whole captured output, else its message; one that differs from its
+        tool's last failure of its shape only in volatile tokens or a progress display is
+        that failure (volatile.Answers)."""
         message = call.error_message
-        text, generic = self.texts.failure(name, call.error_type, message)
+        output = result if type(result) is str and result.strip() else message
+        text, generic = self.texts.failure(name, call.error_type, output)
         if not generic:
-            return self.digester.text(text), False
+            error = self.digester.text(text)
+            if run is not None and output:
+                answers = run.answers or self._answers(run)
+                error = answers.identity(f"{name}\x1f{call.error_type}", output, error, self.digester.text,
+                                         progress=True)
+            return error, False
         # A failure whose message says nothing about it (none, "Shell command failed",
         # "timed out"): the request is all that tells it from other failures of the tool
         # (each failing command its own signature), and an answer that only repeats the
@@ -220,7 +279,7 @@ class FactBuilder:
         """The run's table of the tools whose plain-text answers carry opaque tokens (made
         when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
         place of such an answer, or None."""
-        opaque = run.opaque = OpaqueText()
+        opaque = run.opaque = OpaqueText(_MASK_VOLATILE)
         return opaque
 
     def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,

@@ -271,7 +271,12 @@ class Pipeline:
             run.states[i] = signal.reset(run.states[i])
         if run.level >= Level.PARK:
             return None  # parked: counted, not announced again
-        run.level += 1
+        # Levels 2 (restart) and 3 (park) stop or reset a run: they rest on the same loop
+        # going on after the nudge (the same reason and, where the signal knows it, the
+        # same thing repeating). Another loop is nudged afresh.
+        loop = (finding.reason.value, finding.loop)
+        run.level = run.level + 1 if loop == run.loop else 1
+        run.loop = loop
         level = Level(run.level)
         figures = finding.figures
         evidence_level = _weakest_level(step.calls)

@@ -17,6 +17,7 @@ from ..evidence.canonical import Digester
 from ..evidence.content import ResultMemory
 from ..evidence.opaque import OpaqueText
 from ..evidence.views import Views
+from ..evidence.volatile import Answers
 from ..model import ToolCall
 from .digests import holds
 from .escalation import Attempts
@@ -55,6 +56,7 @@ class RunState:
 
     __slots__ = (
         "agent",
+        "answers",
         "attempts",
         "best_goal",
         "derived_evidence_changed",
@@ -72,6 +74,7 @@ class RunState:
         "last_state",
         "late",
         "level",
+        "loop",
         "memory",
         "opaque",
         "pending",
@@ -101,6 +104,8 @@ class RunState:
         self.turn = 0
         self.tokens = 0
         self.level = 0
+        self.answers: Answers | None = None  # the tools' recent answers (made on first use)
+        self.loop: tuple[str, int | None] | None = None  # the loop last announced (reason, Finding.loop)
         self.detections = 0
         self.first_detection_turn: int | None = None
         self.first_detection_tokens = 0

@@ -44,6 +44,12 @@ class CallFacts:
     # the state of the location the result shows (location and what it showed there,
     # see views.py); None: the result names no location
     place: int | None = None
+    # what the world answered, compared across requests (signals/answer.py): the failure's
+    # identity, or the result's (volatile tokens told apart: volatile.Answers); None: not an
+    # answer to compare (empty, partial, a write's own echo, a view, or not captured)
+    answer: int | None = None
+    # the request carries content of its own (a file's text, a patch: content.echoes_request)
+    writes: bool = False
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ..evidence.canonical import Digester, error_signature_text, folds_to_itself, normalise_action, parse_json_value
+from ..evidence.canonical import Digester, failure_signature_text, folds_to_itself, normalise_action, parse_json_value
 from ..evidence.content import command_of, is_ack, is_deliberate_wait, is_empty, is_silent
 from ..evidence.generic import uninformative_failure
 from ..evidence.location import Location, LocationReader
@@ -138,18 +138,19 @@ class TextFacts:
         empty = is_empty(parsed)
         return self.digester.local(result_bytes), empty, empty and is_silent(parsed), not empty and is_ack(parsed)
 
-    def failure(self, name: str, error_type: str | None, message: str | None) -> tuple[str, bool]:
-        """A failure's error signature text, and whether its message says nothing about it
-        (generic.py); both functions of the tool, type and message alone, remembered for
-        the failures seen last (an agent stuck on a failure sends it again and again)."""
-        if message is not None and len(message) > _MEMO_MESSAGE:
-            return error_signature_text(name, error_type, message), uninformative_failure(message, error_type, name)
+    def failure(self, name: str, error_type: str | None, output: str | None) -> tuple[str, bool]:
+        """A failure's identity text (tool, type and its whole ``output``: the captured
+        result, else the message) and whether it says nothing about the failure (generic.py);
+        both functions of the tool, type and output alone, remembered for the failures seen
+        last (an agent stuck on a failure sends it again and again)."""
+        if output is not None and len(output) > _MEMO_MESSAGE:
+            return failure_signature_text(name, error_type, output), False  # (long: not generic)
         memo = self._errors
-        key = (name, error_type, message)
+        key = (name, error_type, output)
         failure = memo.get(key)
         if failure is None:
-            failure = (error_signature_text(name, error_type, message),
-                       uninformative_failure(message, error_type, name))
+            failure = (failure_signature_text(name, error_type, output),
+                       uninformative_failure(output, error_type, name))
             if len(memo) >= _MEMO_ERRORS:
                 memo.clear()
             memo[key] = failure

@@ -32,6 +32,7 @@ __all__ = [
     "COMMAND_KEYS",
     "ResultMemory",
     "command_of",
+    "echoes_request",
     "has_opaque",
     "is_ack",
     "is_deliberate_wait",
@@ -167,6 +168,33 @@ def command_of(args: Any) -> str | None:
             if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
                 return "\n".join(value)
     return None
+
+
+def echoes_request(args: Any, result: Any) -> bool:
+    """Whether a successful call's answer is the echo of a write rather than something the
+    world said: the request carries content of its own (an argument other than the
+    command that holds a line break or 40+ characters, as a file's text or a patch does)
+    or its answer repeats an argument's text (an editor showing the lines it just wrote).
+    Judged from the request's shape, never from the tool's name."""
+    if not isinstance(args, Mapping) or not args or len(args) > 16:
+        return False
+    text = result if isinstance(result, str) else None
+    cache = _COMMAND_KEY_CACHE
+    for key, value in args.items():
+        if not isinstance(value, str) or not value:
+            continue
+        hit = cache.get(key) if type(key) is str else False
+        if hit is None:
+            hit = _is_command_key(key)
+        if hit:
+            continue
+        if "\n" in value or len(value) >= 40:
+            return True
+        if text is not None and " " in value:
+            needle = value.strip()
+            if len(needle) >= 4 and needle in text:
+                return True
+    return False
 
 
 def is_deliberate_wait(command: str) -> bool:

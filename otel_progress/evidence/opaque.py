@@ -12,7 +12,9 @@ the same for plain text:
 * :func:`mask_opaque`: a text with its opaque tokens replaced by ``<id>``.
 * :class:`OpaqueText`: what one run learns: a tool whose identical request got a text
   that differs from the previous answer only in opaque tokens has them masked from then
-  on before its plain-text results are digested. Learned, not assumed: a tool whose
+  on before its plain-text results are digested. An answer to the identical request that
+  differs from the last one only in volatile tokens (:mod:`.volatile`: a temporary
+  path, an address, a time, a duration) is that answer, compared only then. Learned, not assumed: a tool whose
   identical requests return identical texts (or texts that differ in words) keeps exact
   digests, so a new commit hash in ``git log`` after a commit stays new.
 """
@@ -20,6 +22,7 @@ the same for plain text:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 __all__ = ["OpaqueText", "is_opaque", "mask_opaque"]
 
@@ -89,11 +92,15 @@ class OpaqueText:
     Per tool it keeps the last plain-text answer and its request (a reference, no copy),
     and the set of tools learned: bounded to a few tools."""
 
-    __slots__ = ("_last", "learned")
+    __slots__ = ("_last", "_volatile", "learned")
 
-    def __init__(self) -> None:
+    def __init__(self, volatile: Callable[[str], str] | None = None) -> None:
         self._last: dict[str, tuple[int, str]] = {}  # tool -> (request, its last plain-text answer)
         self.learned: set[str] = set()
+        # how volatile tokens are masked (the engine passes volatile.mask_volatile): an
+        # answer to the identical request that differs from the last one only in them is
+        # that answer (compared only then: no mask is taken on any other answer)
+        self._volatile = volatile
 
     def text_to_digest(self, tool: str, request: int, text: str) -> str | None:
         """The text to digest in place of ``text`` for ``tool``'s answer to ``request``,
@@ -113,12 +120,15 @@ class OpaqueText:
         if last is None or last[0] != request or last[1] == text:
             return None
         previous = last[1]
-        if len(previous) > _MAX_TEXT or text.count(" ") != previous.count(" ") or (
-                text.count("\n") != previous.count("\n")):
-            return None  # (opaque tokens hold no space: texts that differ in them have as many)
+        if len(previous) > _MAX_TEXT or text.count("\n") != previous.count("\n"):
+            return None  # (opaque and volatile tokens hold no line break)
         masked = mask_opaque(text)
-        if masked == text or masked != mask_opaque(previous):
-            return None
-        if len(self.learned) < _MAX_TOOLS:
-            self.learned.add(tool)
-        return previous
+        if masked != text and masked == mask_opaque(previous):
+            if len(self.learned) < _MAX_TOOLS:
+                self.learned.add(tool)
+            return previous
+        volatile = self._volatile
+        if volatile is not None and volatile(text) == volatile(previous):
+            table[tool] = (request, previous)  # (the first wording stays the reference)
+            return previous
+        return None

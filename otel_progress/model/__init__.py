@@ -57,6 +57,7 @@ class Reason(enum.StrEnum):
     SIGNATURE_REPEAT = "signature_repeat"
     STALLED_MEASURE = "stalled_measure"
     ERROR_RECURRENCE = "error_recurrence"
+    SAME_ANSWER = "same_answer"
     COMPACTION_LIVELOCK = "compaction_livelock"
 
     def __str__(self) -> str:
@@ -191,6 +192,9 @@ class Finding:
     figures: Mapping[str, Any] = field(default_factory=dict)
     observed: str = ""
     scope: Scope = Scope.AGENT
+    #: what repeated (a step key, an answer, an error signature), when the signal knows it:
+    #: the escalation ladder climbs only while the same loop goes on (None: the reason alone)
+    loop: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ run ids, positions, reasons and levels, never the runs' content:
   ``analyse_trace`` (the scan path): one line per detection, ``run turn reason level
   scope`` (``turn``: the corpus turn of the span the detection is on); a run with none
   is listed with ``-`` so that a run that starts to fire shows up too.
-* ``snapshots/real.txt``: the real runs of ``../shared/realtraces`` (``dev.jsonl.gz``
-  and ``added/*.jsonl.gz``) read with the project's readers and analysed with the default
+* ``snapshots/real.txt``: the real runs of ``../shared/realtraces`` (``dev.jsonl.gz``,
+  ``added/*.jsonl.gz`` and ``swebench/*.jsonl.gz``) read with the project's readers and analysed with the default
   configuration: ``file run call reason level scope`` (``call``: the 1-based index of the
   tool call, in start order, the detection is on). Absent data: the real part is skipped.
 """

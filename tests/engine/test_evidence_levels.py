@@ -20,7 +20,7 @@ def _args_call(command: str, size: str, **fields: object) -> dict[str, object]:
 
 def test_full_level_identical_calls_repeat_at_turn_two_without_an_evidence_level() -> None:
     dets = run([call(BASH, {"command": "grep -r foo ."}, "src/a.py: foo") for _ in range(3)])
-    assert brief(dets)[0][:2] == (2, "repeat_cycle")
+    assert brief(dets)[0][:2] == (3, "repeat_cycle")  # a command re-issued once is a re-check
     assert "progress.evidence_level" not in dets[0].event_attributes()
 
 

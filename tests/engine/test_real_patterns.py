@@ -112,7 +112,8 @@ def test_the_same_wrong_output_after_three_rewrites_is_not_progress() -> None:
     for i in range(4):
         seq += [sh(f"cat <<'EOF' > solve.py\n# attempt {i}\nEOF"), sh("python test.py", "FAIL: expected 6, got 5")]
     dets = run(seq)
-    assert dets and dets[0].turn == 7  # the fourth identical output, after the third rewrite
+    # the third identical output, after the second rewrite: the same answer whatever was asked
+    assert dets and (dets[0].turn, dets[0].reason.value) == (5, "same_answer")
 
 
 def test_the_same_failure_after_three_rewrites_is_caught_by_the_third() -> None:

@@ -1,7 +1,8 @@
 """The hand labels of detections and loops on the real runs stay true as the engine changes.
 
 Reads ``../shared/realtraces/*.jsonl.gz`` and ``added/*.jsonl.gz`` (skips with a message when
-absent; the project never ships those runs) and runs ``otel-progress scan`` over them with
+absent; the project never ships those runs; the ``swebench/`` half is held to the floors of
+``bench/quality/floors.yaml`` by ``tests/quality/test_gate.py`` instead) and runs ``otel-progress scan`` over them with
 the defaults. Fails when a labelled false alarm fires again, a labelled loop is no longer
 caught inside its window, a detection has no label (label it in
 ``bench/quality/real_labels.yaml``), or a target of issues 11 and 15 is missed: at least 95%
@@ -25,14 +26,14 @@ from otel_progress.evidence.content import command_of, is_deliberate_wait
 
 @cache
 def _data() -> tuple[list[RealRun], list[real.RealDetection]]:
-    files = real_files()
+    files = real_files(swebench=False)
     runs = load_real_runs(files)
     return runs, real.scan_detections(files, runs)
 
 
 @pytest.fixture(scope="module")
 def data() -> tuple[list[RealRun], list[real.RealDetection]]:
-    if not real_files():
+    if not real_files(swebench=False):
         pytest.skip(f"no real runs at {REAL_DIR} (they are not part of the project)")
     return _data()
 
@@ -140,5 +141,5 @@ def test_the_processor_makes_the_same_detections(data) -> None:
 
     if not processor_available():
         pytest.skip("otel_progress.ProgressSpanProcessor is not available")
-    processor = real.processor_detections(real_files(), runs)
+    processor = real.processor_detections(real_files(swebench=False), runs)
     assert {(d.run, d.call, d.reason) for d in processor} == {(d.run, d.call, d.reason) for d in detections}

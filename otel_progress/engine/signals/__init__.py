@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .answer import SameAnswerSignal
 from .barren import BarrenSignal
 from .base import Signal
 from .compaction import CompactionSignal
@@ -36,6 +37,7 @@ __all__ = [
     "MeasureSignal",
     "RepeatCycleSignal",
     "RunSignatureSignal",
+    "SameAnswerSignal",
     "Signal",
     "SignatureSignal",
     "StateRevisitSignal",
@@ -55,6 +57,7 @@ _AGENT_SIGNALS: tuple[type[Signal], ...] = (
     LocationRevisitSignal,
     SignatureSignal,
     MeasureSignal,
+    SameAnswerSignal,
 )
 
 

@@ -25,8 +25,11 @@ class _State:
 
 
 class ErrorRecurrenceSignal(Signal):
-    """Counts failures per error signature (tool, error type, normalised message) and
-    fires when one reaches ``error_threshold`` in the run. Works with content capture
+    """Counts failures per error signature (tool, error type and the failure's whole
+    normalised output: :func:`~otel_progress.evidence.canonical.failure_signature_text`)
+    and fires when one reaches ``error_threshold`` in the run; a failed write (a request
+    that carries its content, a file's text or a patch) is not counted there, since it
+    says how the agent writes rather than what the world answers. Works with content capture
     off, since status, ``error.type`` and exception events are always recorded.
 
     It also fires when the identical request (same tool, same canonical arguments) failed
@@ -57,12 +60,15 @@ class ErrorRecurrenceSignal(Signal):
                 if streaks and facts.call in streaks:
                     del streaks[facts.call]
                 continue
-            count = counts.get(error, 0) + 1
-            if count == 1 and len(counts) >= _MAX_SIGNATURES:
-                counts.pop(next(iter(counts)))  # forget the oldest signature
-            counts[error] = count
-            if count >= self.config.error_threshold and (fired is None or count > fired[1]):
-                fired = (error, count)
+            if not facts.writes:
+                # (a failed write, whose request carries its content, says how the agent
+                # writes rather than what the world answers: only its identical retries count)
+                count = counts.get(error, 0) + 1
+                if count == 1 and len(counts) >= _MAX_SIGNATURES:
+                    counts.pop(next(iter(counts)))  # forget the oldest signature
+                counts[error] = count
+                if count >= self.config.error_threshold and (fired is None or count > fired[1]):
+                    fired = (error, count)
             if facts.args is None or facts.wait_command:
                 continue  # arguments not captured (names alone are never compared), or a poll
             last = streaks.get(facts.call)
@@ -78,6 +84,7 @@ class ErrorRecurrenceSignal(Signal):
                 Reason.ERROR_RECURRENCE,
                 {"count": count, "error_signature": run.hex(signature)},
                 f"the last {count} failures of this run ended with the same error",
+                loop=signature,
             )
         if streak_fired is not None:
             signature, count = streak_fired
@@ -85,5 +92,6 @@ class ErrorRecurrenceSignal(Signal):
                 Reason.ERROR_RECURRENCE,
                 {"count": count, "error_signature": run.hex(signature), "identical_requests": count},
                 f"the same request failed with the same error {count} times in a row",
+                loop=signature,
             )
         return None

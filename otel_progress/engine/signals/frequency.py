@@ -77,6 +77,7 @@ class FrequencySignal(Signal):
         if step.partial:
             self._forget_before_new_request(step, keys)
         count = 0
+        loop = None
         window = self.config.frequency_window
         for facts in step.facts:
             key = facts.key
@@ -88,6 +89,7 @@ class FrequencySignal(Signal):
             n = count_last(keys, key)
             if n > count:
                 count = n
+                loop = key
         if count < self.config.frequency_count:
             return None
         if step.partial:
@@ -96,10 +98,12 @@ class FrequencySignal(Signal):
                 {"count": count, "window": self.config.frequency_window},
                 f"the identical request was sent {count} times within the last {len(keys)} calls,"
                 " and nothing that came back differed (only sizes or truncated previews were known)",
+                loop=loop,
             )
         return Finding(
             Reason.FREQUENCY,
             {"count": count, "window": self.config.frequency_window},
             f"the same call returned the same result {count} times within the last"
             f" {len(keys)} calls",
+            loop=loop,
         )

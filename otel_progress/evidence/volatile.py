@@ -1,0 +1,181 @@
+"""Volatile tokens in plain text: what changes from one run of a command to the next
+while what the command says stays the same.
+
+A reproduction script run twice prints the same traceback with another temporary
+directory (``/tmp/tmpab12cd``), another object address (``0x7f3a…``), another time stamp
+or another duration (``in 0.53s``): the world answered the same thing twice. Two such
+answers are one answer once these tokens are masked:
+
+* temporary paths (``/tmp/…``, ``/var/tmp/…``, ``/var/folders/…``, ``/private/tmp/…``);
+* memory addresses (``0x`` and 4 or more hex digits);
+* time stamps (``2026-12-07T01:36:56.123Z``, ``2026-12-07 01:36``) and clock times
+  (``01:36:56``);
+* durations (a number with a unit of time: ``0.53s``, ``12 ms``, ``3 seconds``);
+* process ids and ports named as such (``pid 4242``, ``port=54321``, ``localhost:8000``);
+* in a failure's output, progress displays: percentages (``37%``) and runs of bar,
+  spinner or dot characters (``=====>``, ``|||``, ``....``), as far as a killed
+  command's display got;
+* line numbers of source locations (``indexing.py:191``, ``app.ts:12:5``, a traceback's
+  ``File "x.py", line 191``):
+  an edit above moves them while the failure stays the same;
+* opaque tokens (UUIDs, hex runs, request ids, base64 blobs: :mod:`.opaque`).
+
+Counters, words, versions, sizes and other small numbers are content: a poll whose
+``1/4`` became ``2/4`` advanced. :func:`mask_volatile` is applied in two places, both
+learned rather than assumed where a digest is concerned:
+
+* :class:`~otel_progress.evidence.opaque.OpaqueText` masks a tool's plain-text answers
+  once the tool's identical request got an answer that differed from the previous one
+  only in such tokens (the tokens changed while the rest stayed);
+* the answer a call returned (:func:`answer_text`), compared across requests by the
+  ``same_answer`` signal: the same check answered the same way whatever the request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .opaque import mask_opaque
+
+__all__ = ["MASK", "Answers", "answer_text", "mask_volatile"]
+
+MASK = "<v>"
+_MAX_TEXT = 16_384  # longer texts are compared by their head and tail (8 KiB each) and their length
+
+# One pattern per token class, each tried only when a substring it needs is in the text.
+# Every pattern opens with a literal or a character class, never with an assertion: the
+# regular expression engine then skips the positions where no token can start (several
+# times faster on an output that holds none, the usual case).
+_TEMP = re.compile(r"/(?:private/)?(?:tmp|var/tmp|var/folders)/[^\s'\"`,;:)\]}>]+")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"  # time stamps
+                   r"|\d\d:\d\d:\d\d(?:[.,]\d+)?")  # clock times
+_DURATION = re.compile(r"\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|sec|secs|seconds|s)\b")
+# a line number in a source location: ``indexing.py:191``, ``app.ts:12:5``, a traceback's
+# ``File "x.py", line 191``
+_SOURCE_LINE = re.compile(r"(\.[A-Za-z]{1,5}):\d+(?::\d+)?\b")
+_TRACEBACK_LINE = re.compile(r'", line \d+')
+# a progress display: a percentage, a run of 3+ bar, spinner or dot characters, or a word
+# made of them
+_BAR = "[-|/\\\\.=#>*━─█▏▎▍▌▋▊▉░▒▓]"
+_PERCENT = re.compile(r"\d{1,3}(?:\.\d+)?%")
+_BARS = re.compile(rf"{_BAR}{{3,}}|[ \t]{_BAR}{{1,2}}(?=\s)")
+_PROCESS = re.compile(r"(?:pid|PID|port|Port|PORT)[ =:#]+\d+")
+_LOCAL_PORT = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d{2,5}")
+_WS = re.compile(r"\s+")
+_ZEROS = str.maketrans("123456789", "000000000")
+
+
+def mask_volatile(text: str, opaque: bool = True, progress: bool = False) -> str:
+    """``text`` with every volatile token (module docstring) replaced by ``<v>``; with
+    ``opaque``, every opaque token by ``<id>``; with ``progress``, progress displays too
+    (a failure's: how far a killed command's display got; in an answer that succeeded, a
+    row of dots or dashes may be content, a maze or a table). A text over 16 KiB is read as its head and
+    tail (8 KiB each) and its size in KiB: an output that long is told apart by where it
+    starts and ends."""
+    if len(text) > _MAX_TEXT:
+        half = _MAX_TEXT // 2
+        text = f"{text[:half]}\n… {len(text) // 1024} KiB …\n{text[-half:]}"
+    if "/tmp/" in text or "/var/" in text:
+        text = _TEMP.sub(MASK, text)
+    if "0x" in text:
+        text = _ADDRESS.sub(MASK, text)
+    if text.count("-") >= 4:
+        text = _UUID.sub(MASK, text)
+    if ":" in text:
+        text = _SOURCE_LINE.sub(r"\1:" + MASK, text)
+    if '", line ' in text:
+        text = _TRACEBACK_LINE.sub('", ' + MASK, text)
+    # (the digit classes below are looked for in a copy with every digit a 0: a substring
+    # test is far cheaper than a scan by a pattern that opens with a digit)
+    shape = text.translate(_ZEROS)
+    if "00:00" in shape:
+        text = _TIME.sub(MASK, text)
+    if "0s" in shape or "0 s" in shape or "0ms" in shape or "0us" in shape or "0ns" in shape or "0µs" in shape:
+        text = _DURATION.sub(MASK, text)
+    if progress:
+        if "0%" in shape:
+            text = _PERCENT.sub(MASK, text)
+        text = _BARS.sub(" " + MASK, text)
+    if "id" in text or "ID" in text or "ort" in text or "ORT" in text:
+        text = _PROCESS.sub(MASK, text)
+    if "localhost:" in text or "127.0.0.1:" in text or "0.0.0.0:" in text or "[::" in text:
+        text = _LOCAL_PORT.sub(MASK, text)
+    return mask_opaque(text) if opaque else text
+
+
+def answer_text(text: str, opaque: bool = False, progress: bool = False) -> str:
+    """The text an answer is compared by across requests: volatile tokens masked (and
+    opaque ones, with ``opaque``: for a tool learned to answer with them), runs of white
+    space folded (a re-run that wraps a line or pads a column differently says the same)."""
+    return _WS.sub(" ", mask_volatile(text, opaque, progress)).strip()
+
+
+_KEEP_TEXT = 8192  # texts up to this size are kept to compare the next one of their shape with
+_KEEP_SHAPES = 4  # shapes (line counts) per tool
+_KEEP_TOOLS = 8
+_KEEP_TOTAL = 32_768  # characters kept per run at the most (past it, the table starts afresh)
+
+
+class Answers:
+    """One run's memory of its tools' recent answers, to tell an answer that differs from
+    an earlier one only in volatile tokens (cheaply: a mask is taken only then).
+
+    Masking never adds or removes a line, so two answers that are one after masking have
+    as many lines. Per tool (a failure's slot is its tool and error type), the last answer
+    of each line count is kept: a new answer is masked and compared only when it differs
+    from the kept answer of its line count, and it is given that answer's identity if
+    the two are one after masking. Every other answer is its own digest. Answers up to
+    8 KiB are kept by reference (32 KiB a run at the most); a longer one is kept by its
+    masked digest once one of its line count came before it, so a long answer is
+    recognised from its third occurrence."""
+
+    __slots__ = ("_kept", "_tools")
+
+    def __init__(self) -> None:
+        # tool -> line count -> (text or None, its digest, its identity, its masked digest or
+        # None, its length)
+        self._tools: dict[str, dict[int, tuple[str | None, int, int, int | None, int]]] = {}
+        self._kept = 0
+
+    def identity(self, tool: str, text: str, digest: int, digest_text: Callable[[str], int],
+                 progress: bool = False) -> int:
+        """The identity of ``tool``'s answer ``text`` (``digest``: its own digest;
+        ``digest_text``: how a masked text is digested; ``progress``: a failure's, whose
+        progress display is masked too)."""
+        tools = self._tools
+        shapes = tools.get(tool)
+        if shapes is None:
+            if len(tools) >= _KEEP_TOOLS:
+                tools.pop(next(iter(tools)))
+            shapes = tools[tool] = {}
+        lines = text.count("\n")
+        kept = shapes.get(lines)
+        identity, masked = digest, None
+        if kept is not None and kept[1] == digest:
+            return kept[2]
+        if kept is not None and abs(kept[4] - len(text)) <= (len(text) >> 4) + 32:
+            # (masking changes a length by a few characters a token: answers whose lengths
+            # differ more are not one, and are not masked)
+            masked = digest_text(answer_text(text, progress=progress))
+            masked_kept = kept[3]
+            if masked_kept is None and kept[0] is not None:
+                masked_kept = digest_text(answer_text(kept[0], progress=progress))
+            if masked == masked_kept:
+                identity = kept[2]
+        if kept is not None:
+            if kept[0] is not None:
+                self._kept -= len(kept[0])
+        elif len(shapes) >= _KEEP_SHAPES:
+            dropped = shapes.pop(next(iter(shapes)))[0]
+            self._kept -= len(dropped) if dropped is not None else 0
+        keep: str | None = text if len(text) <= _KEEP_TEXT else None
+        if keep is not None and self._kept + len(keep) > _KEEP_TOTAL:
+            tools.clear()
+            self._kept = 0
+            shapes = tools[tool] = {}
+        shapes[lines] = (keep, digest, identity, masked, len(text))
+        self._kept += len(keep) if keep is not None else 0
+        return identity
