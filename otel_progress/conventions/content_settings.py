@@ -2,7 +2,7 @@
 instrumentation otel-progress reads.
 
 Without content on the tool spans, identical calls cannot be told from new ones and most
-signals stay silent (see the README). Every instrumentation has its own switch, several
+signals stay silent (see docs/conventions.md). Every instrumentation has its own switch, several
 default to *off*, and some accept values that look right and mean *off*
 (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` in
 ``opentelemetry-util-genai``). This module is the one table of those switches, read from

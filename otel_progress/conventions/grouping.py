@@ -15,7 +15,7 @@ Nothing else groups: a process (``service.instance.id``, host and pid) or a conn
 serves many users and conversations at once, and ``mcp.session.id`` is a transport
 session (one client connection, shared by the conversations that client carries; the MCP
 revision of 2026-07-28 is stateless and has none). A root tool span naming no
-conversation stays a run of its own trace. ``otel-progress doctor`` and the README say so,
+conversation stays a run of its own trace. ``otel-progress doctor`` and docs/runs.md say so,
 and which attribute to set (:data:`EXACT_ATTRIBUTE`).
 
 Tool calls under a parent span (in an agent span, or in any other span of their trace)

@@ -12,7 +12,7 @@ spans.
 
 The conventions themselves (OpenTelemetry GenAI, OpenInference, OpenLLMetry, MCP, Pydantic
 AI, Strands, Google ADK, LlamaIndex through OpenLLMetry) are one module each in
-:mod:`otel_progress.conventions`; the README's "Inputs it reads" lists what each reads.
+:mod:`otel_progress.conventions`; docs/conventions.md ("Inputs it reads") lists what each reads.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every field can be set three ways, the later overriding the earlier: its default, a
 config file (``--config`` / ``OTEL_PROGRESS_CONFIG``), and an environment variable named
 ``OTEL_PROGRESS_<FIELD>`` in upper case (for example ``OTEL_PROGRESS_WINDOW=12``).
-The README lists every key.
+docs/configuration.md lists every key.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    """All engine settings. See the README's configuration table for each key."""
+    """All engine settings. Each key is documented in docs/configuration.md."""
 
     window: int = 10
     frequency_count: int = 4

@@ -102,7 +102,7 @@ class ToolCall:
     ``arguments`` and ``result`` may be a map, a list, a scalar or a JSON string; they are
     :data:`NOT_CAPTURED` when the span carried no content. Times are Unix nanoseconds.
     The ``progress_*`` fields are optional facts an agent or tool may publish as span
-    attributes (see the README's input attributes).
+    attributes (docs/conventions.md, "Attributes an agent may publish").
 
     ``evidence_level`` says what the source let the engine know (log input from coding
     agents, see docs/coding-agents.md): ``"full"`` (the default: arguments and the whole

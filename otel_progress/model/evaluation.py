@@ -13,7 +13,7 @@ in the context (trace id, span id) of the span the detection belongs on.
 This module is the encoding, with no SDK or protobuf imports; the in-process processor
 (:mod:`otel_progress.processor.log_events`, through the SDK's Logs API) and
 ``otel-progress serve`` (:mod:`otel_progress.service.log_events`, as OTLP protobuf) write
-what :func:`evaluation_event` returns. The record, as documented in the README
+what :func:`evaluation_event` returns. The record, as documented in docs/telemetry.md
 ("Telemetry schema"):
 
 ======================================  =================================================
