@@ -272,11 +272,13 @@ class Pipeline:
         if run.level >= Level.PARK:
             return None  # parked: counted, not announced again
         # Levels 2 (restart) and 3 (park) stop or reset a run: they rest on the same loop
-        # going on after the nudge (the same reason and, where the signal knows it, the
-        # same thing repeating). Another loop is nudged afresh.
+        # going on after the nudge: the same reason and, where the signal knows it, the same
+        # thing repeating, or any reason with nothing new admitted since the last detection.
+        # Another loop, after the run learned something, is nudged afresh.
         loop = (finding.reason.value, finding.loop)
-        run.level = run.level + 1 if loop == run.loop else 1
-        run.loop = loop
+        same = loop == run.loop or run.evidence_version == run.loop_evidence
+        run.level = run.level + 1 if same and run.level else 1
+        run.loop, run.loop_evidence = loop, run.evidence_version
         level = Level(run.level)
         figures = finding.figures
         evidence_level = _weakest_level(step.calls)

@@ -75,6 +75,7 @@ class RunState:
         "late",
         "level",
         "loop",
+        "loop_evidence",
         "memory",
         "opaque",
         "pending",
@@ -106,6 +107,7 @@ class RunState:
         self.level = 0
         self.answers: Answers | None = None  # the tools' recent answers (made on first use)
         self.loop: tuple[str, int | None] | None = None  # the loop last announced (reason, Finding.loop)
+        self.loop_evidence = -1  # evidence_version at the last detection
         self.detections = 0
         self.first_detection_turn: int | None = None
         self.first_detection_tokens = 0
