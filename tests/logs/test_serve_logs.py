@@ -95,19 +95,18 @@ def test_inline_annotates_and_forwards(sink: LogsSink) -> None:
         _send(service.port, requests)
         records = sink.records()
         assert len(records) == sum(len(sl.log_records) for r in requests for rl in r.resource_logs
-                                   for sl in rl.scope_logs) + 6  # everything forwarded, plus 3 detections
+                                   for sl in rl.scope_logs) + 4  # everything forwarded, plus 2 detections
         # (--detection-events both: each a progress.no_progress and a gen_ai.evaluation.result record)
-        assert sum(r.event_name == "gen_ai.evaluation.result" for r in records) == 3
+        assert sum(r.event_name == "gen_ai.evaluation.result" for r in records) == 2
         events = [r for r in records if r.event_name == "progress.no_progress"]
-        assert [_attrs(e)["progress.turn"] for e in events] == [{"intValue": "2"}, {"intValue": "4"},
-                                                                {"intValue": "6"}]
+        assert [_attrs(e)["progress.turn"] for e in events] == [{"intValue": "3"}, {"intValue": "6"}]
         first = _attrs(events[0])
         assert first["event.name"] == {"stringValue": "progress.no_progress"}
         assert first["progress.reason"] == {"stringValue": "repeat_cycle"}
         assert "conversation.id" in first and "progress.annotates.tool_call.id" in first
         marked = [r for r in records if r.event_name not in ("progress.no_progress", "gen_ai.evaluation.result")
                   and "progress.detected" in _attrs(r)]
-        assert len(marked) == 3 and all(_attrs(r)["progress.level"]["intValue"] in "123" for r in marked)
+        assert len(marked) == 2 and all(_attrs(r)["progress.level"]["intValue"] in "123" for r in marked)
         # never raw arguments or outputs in annotations
         raw = [_attrs(r).get("arguments") for r in marked]
         for event in events:
@@ -211,9 +210,9 @@ def test_sdk_otlp_log_exporter_to_serve(sink: LogsSink) -> None:
                             attributes=attributes, event_name=view.event_name or None)
         provider.force_flush(10_000)
         events = [r for r in sink.records() if r.event_name == "progress.no_progress"]
-        assert [_attrs(e)["progress.reason"]["stringValue"] for e in events] == ["repeat_cycle"] * 3
+        assert [_attrs(e)["progress.reason"]["stringValue"] for e in events] == ["repeat_cycle"] * 2
         marked = [r for r in sink.records() if r.event_name == "codex.tool_result" and "progress.detected" in _attrs(r)]
-        assert len(marked) == 3  # the SDK sets event_name; the reader finds it there
+        assert len(marked) == 2  # the SDK sets event_name; the reader finds it there
     finally:
         provider.shutdown()
         service.stop(grace=0.5)
@@ -246,6 +245,6 @@ def test_call_ids_are_per_run(sink: LogsSink) -> None:
         _send(service.port, requests + other)
         events = [r for r in sink.records() if r.event_name == "progress.no_progress"]
         by_run = sorted(_attrs(e)["conversation.id"]["stringValue"] for e in events)
-        assert by_run == ["01a23128-0000-0000-0000-000000000002"] * 3 + ["01a23128-9b8f-7d63-91ab-f96e27715538"] * 3
+        assert by_run == ["01a23128-0000-0000-0000-000000000002"] * 2 + ["01a23128-9b8f-7d63-91ab-f96e27715538"] * 2
     finally:
         service.stop(grace=0.5)

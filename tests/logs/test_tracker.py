@@ -34,7 +34,8 @@ def _detect(records: list, **kwargs) -> list[tuple[str, int]]:
 def test_shuffled_input_gives_the_same_detections() -> None:
     records = _records("codex-0.171.0-loop.jsonl")
     expected = _detect(records)
-    assert expected == [("repeat_cycle", 2), ("repeat_cycle", 4), ("repeat_cycle", 6)]
+    # six identical commands: the first re-issue is a re-check, the third copy the loop (issue 25)
+    assert expected == [("repeat_cycle", 3), ("repeat_cycle", 6)]
     shuffled = list(records)
     random.Random(7).shuffle(shuffled)
     assert _detect(shuffled) == expected
@@ -72,7 +73,7 @@ def test_idle_runs_end() -> None:
     assert tracker.end_idle() == []
     now[0] += 31
     [end] = tracker.end_idle()
-    assert [d.reason.value for d in end.detections].count("repeat_cycle") == 3
+    assert [d.reason.value for d in end.detections].count("repeat_cycle") == 2
     assert not tracker.runs and tracker.engine.active_traces == 0
 
 
@@ -82,5 +83,5 @@ def test_window_zero_feeds_at_once_and_release_flushes() -> None:
     for record in _records("codex-0.171.0-loop.jsonl"):
         found.extend(tracker.add(record)[0])
     found.extend(tracker.release())
-    assert sorted(d.turn for d in found) == [2, 4, 6]
+    assert sorted(d.turn for d in found) == [3, 6]
     assert all(not run.buffer for run in tracker.runs.values())
