@@ -113,32 +113,30 @@ def answer_text(text: str, opaque: bool = False, progress: bool = False) -> str:
     return _WS.sub(" ", mask_volatile(text, opaque, progress)).strip()
 
 
-_KEEP_TEXT = 8192  # texts up to this size are kept to compare the next one of their shape with
 _KEEP_SHAPES = 4  # shapes (line counts) per tool
 _KEEP_TOOLS = 8
-_KEEP_TOTAL = 32_768  # characters kept per run at the most (past it, the table starts afresh)
 
 
 class Answers:
     """One run's memory of its tools' recent answers, to tell an answer that differs from
     an earlier one only in volatile tokens (cheaply: a mask is taken only then).
 
-    Masking never adds or removes a line, so two answers that are one after masking have
-    as many lines. Per tool (a failure's slot is its tool and error type), the last answer
-    of each line count is kept: a new answer is masked and compared only when it differs
-    from the kept answer of its line count, and it is given that answer's identity if
-    the two are one after masking. Every other answer is its own digest. Answers up to
-    8 KiB are kept by reference (32 KiB a run at the most); a longer one is kept by its
-    masked digest once one of its line count came before it, so a long answer is
-    recognised from its third occurrence."""
+    Masking never adds or removes a line, and changes a length by a few characters a
+    token, so two answers that are one after masking have as many lines and nearly the
+    same length. Per tool (a failure's slot is its tool and error type), the last answer
+    of each line count is remembered by its digest, its identity, its length and, once
+    taken, its masked digest (never its text: the memory stays a few tuples a run). A new
+    answer that differs from it but is as long within a sixteenth is masked and compared,
+    and is given its identity when the two are one after masking. The first answer of a
+    shape is never masked (its text is not kept), so a repetition that differs only in
+    volatile tokens is recognised from its second answer on: the third occurrence is the
+    second one of the same identity."""
 
-    __slots__ = ("_kept", "_tools")
+    __slots__ = ("_tools",)
 
     def __init__(self) -> None:
-        # tool -> line count -> (text or None, its digest, its identity, its masked digest or
-        # None, its length)
-        self._tools: dict[str, dict[int, tuple[str | None, int, int, int | None, int]]] = {}
-        self._kept = 0
+        # tool -> line count -> (its digest, its identity, its masked digest or None, its length)
+        self._tools: dict[str, dict[int, tuple[int, int, int | None, int]]] = {}
 
     def identity(self, tool: str, text: str, digest: int, digest_text: Callable[[str], int],
                  progress: bool = False) -> int:
@@ -154,28 +152,14 @@ class Answers:
         lines = text.count("\n")
         kept = shapes.get(lines)
         identity, masked = digest, None
-        if kept is not None and kept[1] == digest:
-            return kept[2]
-        if kept is not None and abs(kept[4] - len(text)) <= (len(text) >> 4) + 32:
-            # (masking changes a length by a few characters a token: answers whose lengths
-            # differ more are not one, and are not masked)
-            masked = digest_text(answer_text(text, progress=progress))
-            masked_kept = kept[3]
-            if masked_kept is None and kept[0] is not None:
-                masked_kept = digest_text(answer_text(kept[0], progress=progress))
-            if masked == masked_kept:
-                identity = kept[2]
         if kept is not None:
-            if kept[0] is not None:
-                self._kept -= len(kept[0])
+            if kept[0] == digest:
+                return kept[1]
+            if abs(kept[3] - len(text)) <= (len(text) >> 4) + 32:
+                masked = digest_text(answer_text(text, progress=progress))
+                if masked == kept[2]:
+                    identity = kept[1]
         elif len(shapes) >= _KEEP_SHAPES:
-            dropped = shapes.pop(next(iter(shapes)))[0]
-            self._kept -= len(dropped) if dropped is not None else 0
-        keep: str | None = text if len(text) <= _KEEP_TEXT else None
-        if keep is not None and self._kept + len(keep) > _KEEP_TOTAL:
-            tools.clear()
-            self._kept = 0
-            shapes = tools[tool] = {}
-        shapes[lines] = (keep, digest, identity, masked, len(text))
-        self._kept += len(keep) if keep is not None else 0
+            shapes.pop(next(iter(shapes)))
+        shapes[lines] = (digest, identity, masked, len(text))
         return identity

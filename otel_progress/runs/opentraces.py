@@ -35,7 +35,7 @@ __all__ = ["NAME_CAP", "OpenTraces", "TraceState"]
 # (plus its name, stored truncated) and in the retry table, each span held for the merge
 # window (its bytes plus the holding), a remembered id of a closed trace.
 TRACE_BYTES = 3072
-RUN_BYTES = 3072
+RUN_BYTES = 3328  # (+256 with the same-answer and retry state of issue 25)
 CALL_BYTES = 64
 CALLS_PER_RUN = 128
 LINEAGE_BYTES = 300
@@ -86,11 +86,12 @@ class TraceState:
         self.lineage.add(span_id, parent_id, kind, name, agent)
 
     def first_report(self, det: Detection) -> bool:
-        """Whether ``det`` is reported: not if it was, on the same span, or at the same turn
-        of the same run (an analysis again with late spans may place it on another span
-        of the step: a streamed detection is not taken back)."""
+        """Whether ``det`` is reported: not if it was, on the same span, or if the same run
+        had a detection at the same turn (an analysis again with late spans may place it on
+        another span of the step, or find the step's loop by another signal first: a
+        streamed detection is not taken back, and a turn is reported once)."""
         on_span = (det.span_id, det.reason.value, det.scope.value)
-        at_turn = (det.run_id, det.reason.value, det.scope.value, det.turn)
+        at_turn = (det.run_id, det.scope.value, det.turn)
         if on_span in self.reported or at_turn in self.reported:
             return False
         self.reported.add(on_span)

@@ -429,7 +429,7 @@ class _SlowTapEndpoint:
 
 
 def _looping_codex_runs(runs: int) -> list[bytes]:
-    """``runs`` copies of the real Codex CLI capture of a loop (3 detections each), each
+    """``runs`` copies of the real Codex CLI capture of a loop (2 detections each), each
     its own conversation: LogsService/Export requests as the CLI sends them."""
     from google.protobuf import json_format
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -493,15 +493,15 @@ def test_tap_mode_delivers_every_finding_to_a_slow_endpoint_on_sigterm_right_aft
     from opentelemetry.proto.logs.v1 import logs_pb2
 
     evaluations = sum(logs_pb2.LogRecord.FromString(r).event_name == "gen_ai.evaluation.result" for r in sink.records)
-    assert len(sink.records) - evaluations == 120  # 3 per looping Codex session, every one delivered
+    assert len(sink.records) - evaluations == 80  # 2 per looping Codex session, every one delivered
     assert len(set(sink.records)) == len(sink.records)
-    assert sink.spans == detections - 120 > 0  # and every annotation span of the traces
+    assert sink.spans == detections - 80 > 0  # and every annotation span of the traces
     # and every detection as a gen_ai.evaluation.result record (--detection-events both): the
     # traces' and the Codex sessions'
-    assert evaluations == sink.spans + 120
+    assert evaluations == sink.spans + 80
     assert "shutdown: dropped" not in err and "WARNING" not in err, err
     assert took < 12, took  # within --drain-timeout (and the last metrics push)
-    assert sink.requests < 60  # batched: far fewer requests than the 120 records and the spans
+    assert sink.requests < 60  # batched: far fewer requests than the 80 records and the spans
 
 
 def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(make_service, caplog):
@@ -510,7 +510,7 @@ def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(m
         svc = make_service(mode="tap", tap_endpoint=sink.endpoint, forward_timeout=0.5, drain_timeout=1.0)
         _tap_load(svc.port, codex_runs=4, traces=4)
         found = svc.metrics.value("progress.service.detections")
-        assert found > 12
+        assert found > 8
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="otel_progress"):
             svc.stop()
@@ -521,9 +521,9 @@ def test_tap_mode_counts_and_logs_what_it_cannot_send_within_the_drain_timeout(m
     value = svc.metrics.value
     records = value("progress.service.tap.dropped", {"signal": "logs", "reason": "shutdown"})
     spans = value("progress.service.tap.dropped", {"signal": "traces", "reason": "shutdown"})
-    # the Codex sessions' 12 detection records; the traces' detections as annotation spans; with
-    # --detection-events both, every detection as a gen_ai.evaluation.result record as well
-    assert records == 12 + found and spans == found - 12
+    # the Codex sessions' 8 detection records (2 each); the traces' detections as annotation
+    # spans; with --detection-events both, every detection as a gen_ai.evaluation.result record
+    assert records == 8 + found and spans == found - 8
     assert value("progress.service.tap.exported") == 0 and value("progress.service.tap.failures") > 0
     assert value("progress.service.tap.dropped") == records + spans  # nothing dropped without a count
     lines = [r.getMessage() for r in caplog.records if "shutdown: dropped" in r.getMessage()]
@@ -828,7 +828,7 @@ def test_deep_log_record_inline_is_forwarded_as_it_came_and_the_rest_is_annotate
     assert _send_logs(svc.port, requests) == [grpc.StatusCode.OK] * len(requests)
     records = logs_sink.records()
     assert deep in records  # byte for byte
-    assert _progress_events(records) == ["progress.no_progress"] * 3  # as without the deep record
+    assert _progress_events(records) == ["progress.no_progress"] * 2  # as without the deep record
     unreadable = _expected_unreadable(logs_pb2.LogRecord.FromString, deep, depth)
     assert svc.metrics.value("progress.service.log_records.unreadable") == unreadable
     assert svc.metrics.value("progress.service.errors") == 0
@@ -842,7 +842,7 @@ def test_deep_log_record_tap_mode_still_reports_the_rest(depth, make_service, lo
     svc = make_service(mode="tap", tap_endpoint=f"127.0.0.1:{logs_sink.port}", health_listen="")
     requests, deep = _deep_log_requests(depth)
     assert _send_logs(svc.port, requests) == [grpc.StatusCode.OK] * len(requests)
-    assert wait_until(lambda: len(_progress_events(logs_sink.records())) == 3)
+    assert wait_until(lambda: len(_progress_events(logs_sink.records())) == 2)
     assert deep not in logs_sink.records()  # tap mode forwards only the findings
     unreadable = _expected_unreadable(logs_pb2.LogRecord.FromString, deep, depth)
     assert svc.metrics.value("progress.service.log_records.unreadable") == unreadable

@@ -11,27 +11,21 @@ from .base import Signal
 
 __all__ = ["SameAnswerSignal"]
 
-_MAX_ANSWERS = 256  # answers a tool's history holds (past it, it starts afresh)
+_MAX_ANSWERS = 256  # answers a tool's table holds (past it, it starts afresh)
 _MAX_TOOLS = 32  # tools with a table
 
 
-class _Tool:
-    """One tool's answers: every answer it gave (bounded), and where each of the answers
-    that came back since its last new one came back."""
-
-    __slots__ = ("heard", "returns")
-
-    def __init__(self) -> None:
-        self.heard: set[int] = set()
-        self.returns: dict[int, list[int]] = {}
-
-
 class _State:
+    """Per tool: every answer it gave (bounded), each with where it came back since the
+    tool's last new answer (an entry of an older epoch counts nothing: one table and a
+    counter a tool, nothing to clear when something new comes)."""
+
     __slots__ = ("calls", "tools")
 
     def __init__(self) -> None:
         self.calls = 0  # calls seen, for the window
-        self.tools: dict[str, _Tool] = {}
+        # tool -> [epoch, {answer: (epoch, positions)}]
+        self.tools: dict[str, list] = {}  # type: ignore[type-arg]
 
 
 class SameAnswerSignal(Signal):
@@ -80,18 +74,21 @@ class SameAnswerSignal(Signal):
             if tool is None:
                 if len(tools) >= _MAX_TOOLS:
                     tools.pop(next(iter(tools)))
-                tool = tools[facts.tool] = _Tool()
+                tool = tools[facts.tool] = [0, {}]
             now = state.calls
-            if answer not in tool.heard:
+            heard = tool[1]
+            entry = heard.get(answer)
+            if entry is None:
                 # Something new from this tool: the answers it repeated so far stop counting.
-                if len(tool.heard) >= _MAX_ANSWERS:
-                    tool.heard.clear()
-                tool.heard.add(answer)
-                tool.returns = {answer: [now]}
+                if len(heard) >= _MAX_ANSWERS:
+                    heard.clear()
+                tool[0] += 1
+                heard[answer] = (tool[0], [now])
                 continue
-            positions = [p for p in tool.returns.get(answer, ()) if now - p < window]
+            epoch = tool[0]
+            positions = [p for p in entry[1] if now - p < window] if entry[0] == epoch else []
             positions.append(now)
-            tool.returns[answer] = positions
+            heard[answer] = (epoch, positions)
             if len(positions) >= need and len(positions) > fired:
                 fired = len(positions)
                 loop = answer

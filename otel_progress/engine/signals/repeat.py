@@ -33,7 +33,10 @@ class _Keys(array):  # type: ignore[type-arg]
     """The window of step keys, and the results of the last two steps (what the step
     before a duplicate's first copy answered tells a retry from a loop)."""
 
-    results: tuple[int | None, int | None] = (None, None)
+    __slots__ = ("results",)
+
+    def __init__(self, typecode: str) -> None:
+        self.results: tuple[int | None, int | None] = (None, None)
 
 
 def _step_result(step: Step) -> int | None:
