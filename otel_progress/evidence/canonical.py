@@ -379,15 +379,15 @@ def error_signature_text(
 
 def failure_signature_text(tool: str, error_type: str | None, output: str | None) -> str:
     """The text a failure is identified by: tool, error type and the *whole* output of the
-    failure (the captured result, else the exception text) with its white space folded,
-    never truncated to a first line or to a head and a tail. A script that fails with
+    failure (the captured result, else the exception text), never truncated to a first
+    line or to a head and a tail. A script that fails with
     another traceback, a test that fails with another assertion, a linter that reports
     something else, a path that does not exist where the last one did not either: each
     says something the run has not heard, and is another failure. (A failure that
     differs from the last one of its tool only in volatile tokens, a temporary path or a
     duration, is that failure: the engine tells it lazily, see
     :class:`~otel_progress.evidence.volatile.Answers`.)"""
-    return f"{tool}|{error_type or ''}|{' '.join((output or '').split())}"
+    return f"{tool}|{error_type or ''}|{output or ''}"
 
 
 _CONTAINERS = (dict, list, tuple)
