@@ -181,7 +181,7 @@ EXPECTED_LOGS: dict[str, list[tuple[str, int, str | None]]] = {
 #: scenario -> (reason, turn) in the beta traces with tool content (full evidence)
 EXPECTED_TRACES: dict[str, list[tuple[str, int]]] = {
     "reread": [],
-    "loop": [("repeat_cycle", 2), ("repeat_cycle", 4), ("repeat_cycle", 6)],  # as loop-details
+    "loop": [("repeat_cycle", 3), ("repeat_cycle", 6)],  # as loop-details (a re-check, then the loop)
     "spiral": [("compaction_livelock", 9)],
     "progress": [],
 }
@@ -189,7 +189,7 @@ EXPECTED_TRACES: dict[str, list[tuple[str, int]]] = {
 #: boundary changes
 WITHOUT_BOUNDARY: dict[str, list[tuple[str, int]]] = {
     "reread": [("barren", 9)],  # the four re-reads after the compaction
-    "loop": [("repeat_cycle", 2), ("repeat_cycle", 4), ("repeat_cycle", 6)],
+    "loop": [("repeat_cycle", 3), ("repeat_cycle", 6)],
     "spiral": [("repeat_cycle", 6), ("barren", 10)],  # caught, as a repeat of the re-reads
     # notes.txt re-read after each of the three compactions, between `printf … > stepN.txt`
     # writes: each a new command that succeeded silently (a change of the world), as the

@@ -23,7 +23,8 @@ def test_the_loop_is_annotated_by_the_service(tmp_path: Path) -> None:
     assert len(_tool_results(records)) == 6, "every record forwarded"
     events = [a for name, a in records if name == "progress.no_progress"]
     assert events, "a detection record"
-    assert events[0]["progress.reason"] == "repeat_cycle" and events[0]["progress.turn"] == 2
+    # (the same command re-issued once is a re-check; the third copy is the loop)
+    assert events[0]["progress.reason"] == "repeat_cycle" and events[0]["progress.turn"] == 3
     assert "progress.evidence_level" not in events[0]
     marked = [a for a in _tool_results(records) if a.get("progress.detected")]
     assert marked and marked[0]["progress.reason"] == "repeat_cycle"
