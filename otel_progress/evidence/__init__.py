@@ -8,6 +8,9 @@ question each:
 * :mod:`.content`: whether a result is empty, says "nothing found", or repeats one the run
   already had (token sets, near-duplicate sketches).
 * :mod:`.opaque`: opaque tokens in plain text (request ids, hex and base64 blobs).
+* :mod:`.volatile`: volatile tokens in plain text (temporary paths, addresses, times,
+  durations) and a run's memory of its tools' recent answers, to tell an answer that
+  differs from an earlier one only in them.
 * :mod:`.generic`: messages and answers that carry no information about what happened.
 * :mod:`.location`: the place (page, file, record) a request or result names.
 * :mod:`.views`: answers at one location compared as looks at one thing.

@@ -18,17 +18,18 @@ answers are one answer once these tokens are masked:
 * line numbers of source locations (``indexing.py:191``, ``app.ts:12:5``, a traceback's
   ``File "x.py", line 191``):
   an edit above moves them while the failure stays the same;
-* opaque tokens (UUIDs, hex runs, request ids, base64 blobs: :mod:`.opaque`).
+* UUIDs; and, for a tool learned to answer with them, opaque tokens (request ids, base64
+  blobs: :mod:`.opaque`).
 
 Counters, words, versions, sizes and other small numbers are content: a poll whose
-``1/4`` became ``2/4`` advanced. :func:`mask_volatile` is applied in two places, both
-learned rather than assumed where a digest is concerned:
+``1/4`` became ``2/4`` advanced. The masks are taken only where they can matter, and
+learned per tool rather than assumed:
 
-* :class:`~otel_progress.evidence.opaque.OpaqueText` masks a tool's plain-text answers
-  once the tool's identical request got an answer that differed from the previous one
-  only in such tokens (the tokens changed while the rest stayed);
-* the answer a call returned (:func:`answer_text`), compared across requests by the
-  ``same_answer`` signal: the same check answered the same way whatever the request.
+* :class:`~otel_progress.evidence.opaque.OpaqueText` compares the identical request's
+  answer with the tool's previous one, masked, only when the two differ;
+* :class:`Answers` compares an answer or a failure with its tool's last one of the same
+  shape (as many lines, nearly as long), masked, only when the two differ; the
+  ``same_answer`` and ``errors`` signals then see one answer, one failure.
 """
 
 from __future__ import annotations
