@@ -53,7 +53,6 @@ _TEXT_OPEN = ("{", "[", " ", "\n", "\t", "\r")  # a text parse_json_value may de
 #: the tool's previous answer, the location it shows and whether that was looked for.
 _Result = tuple[int | None, Any, bool, bool, bool, bool, Location | None, bool]
 _ARGUMENTS, _NAMES = "arguments", "names"  # ToolCall.evidence_level (see the pipeline)
-_MASK_VOLATILE = partial(mask_volatile, opaque=False)  # (OpaqueText masks opaque tokens itself)
 
 
 class FactBuilder:
@@ -279,7 +278,7 @@ class FactBuilder:
         """The run's table of the tools whose plain-text answers carry opaque tokens (made
         when first needed): :meth:`OpaqueText.text_to_digest` gives the text to digest in
         place of such an answer, or None."""
-        opaque = run.opaque = OpaqueText(_MASK_VOLATILE)
+        opaque = run.opaque = OpaqueText(mask_volatile)
         return opaque
 
     def _result(self, call: ToolCall, run: RunState | None, name: str, request: int,

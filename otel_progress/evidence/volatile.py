@@ -18,8 +18,8 @@ answers are one answer once these tokens are masked:
 * line numbers of source locations (``indexing.py:191``, ``app.ts:12:5``, a traceback's
   ``File "x.py", line 191``):
   an edit above moves them while the failure stays the same;
-* UUIDs; and, for a tool learned to answer with them, opaque tokens (request ids, base64
-  blobs: :mod:`.opaque`).
+* UUIDs (other opaque tokens, request ids and base64 blobs, are learned per tool by
+  :mod:`.opaque`).
 
 Counters, words, versions, sizes and other small numbers are content: a poll whose
 ``1/4`` became ``2/4`` advanced. The masks are taken only where they can matter, and
@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-
-from .opaque import mask_opaque
 
 __all__ = ["MASK", "Answers", "answer_text", "mask_volatile"]
 
@@ -69,9 +67,9 @@ _WS = re.compile(r"\s+")
 _ZEROS = str.maketrans("123456789", "000000000")
 
 
-def mask_volatile(text: str, opaque: bool = True, progress: bool = False) -> str:
+def mask_volatile(text: str, progress: bool = False) -> str:
     """``text`` with every volatile token (module docstring) replaced by ``<v>``; with
-    ``opaque``, every opaque token by ``<id>``; with ``progress``, progress displays too
+    ``progress``, progress displays too
     (a failure's: how far a killed command's display got; in an answer that succeeded, a
     row of dots or dashes may be content, a maze or a table). A text over 16 KiB is read as its head and
     tail (8 KiB each) and its size in KiB: an output that long is told apart by where it
@@ -104,14 +102,14 @@ def mask_volatile(text: str, opaque: bool = True, progress: bool = False) -> str
         text = _PROCESS.sub(MASK, text)
     if "localhost:" in text or "127.0.0.1:" in text or "0.0.0.0:" in text or "[::" in text:
         text = _LOCAL_PORT.sub(MASK, text)
-    return mask_opaque(text) if opaque else text
+    return text
 
 
-def answer_text(text: str, opaque: bool = False, progress: bool = False) -> str:
-    """The text an answer is compared by across requests: volatile tokens masked (and
-    opaque ones, with ``opaque``: for a tool learned to answer with them), runs of white
-    space folded (a re-run that wraps a line or pads a column differently says the same)."""
-    return _WS.sub(" ", mask_volatile(text, opaque, progress)).strip()
+def answer_text(text: str, progress: bool = False) -> str:
+    """The text an answer is compared by: volatile tokens masked (progress displays too,
+    with ``progress``: a failure's), runs of white space folded (a re-run that wraps a line
+    or pads a column differently says the same)."""
+    return _WS.sub(" ", mask_volatile(text, progress)).strip()
 
 
 _KEEP_SHAPES = 4  # shapes (line counts) per tool
