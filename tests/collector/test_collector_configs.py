@@ -215,6 +215,19 @@ def test_sink_pipelines(otelcol_binary: str) -> None:
         if "prometheus" in p["exporters"]:
             assert "delta_to_cumulative" in p["processors"], name
     assert set(pipelines["metrics/detections"]["receivers"]) == {"count", "signal_to_metrics"}
+    # Exact counters under any arrival order (issue 28): in every sink combination, a
+    # pipeline's delta points reach delta_to_cumulative one batch at a time, stamped on
+    # arrival (tests/e2e/test_sink_counts.py shows what is lost otherwise).
+    for key in ("sink.yaml", "sink-logs.yaml", "sink-tail-sampling.yaml"):
+        merged = _print_config(otelcol_binary, CONFIG_SETS[key], {"HONEYCOMB_API_KEY": "k"})
+        assert "transform/arrival_time" in merged["processors"], key
+        stamp = merged["processors"]["transform/arrival_time"]["metric_statements"]
+        assert [st["statements"] for st in stamp] == [
+            ["set(datapoint.time, Now())", "set(datapoint.start_time, datapoint.time)"]], key
+        for name, p in merged["service"]["pipelines"].items():
+            if "delta_to_cumulative" in p["processors"]:
+                i = p["processors"].index("delta_to_cumulative")
+                assert p["processors"][i - 2:i] == ["batch/ordered", "transform/arrival_time"], (key, name)
 
     full = _print_config(otelcol_binary, CONFIG_SETS["sink-tail-sampling.yaml"])
     backends = full["service"]["pipelines"]["traces/backends"]
