@@ -7,7 +7,7 @@ Asserts: every span sent arrives exactly once in the sink's file; each loop's de
 sits on the right span (the one the engine names when it reads the whole trace); no trace
 is split across replicas; the sink's Prometheus endpoint shows the detection counter and
 Prometheus fires the shipped alert; killing a replica mid-stream (SIGKILL) and restarting
-it loses nothing.
+it loses nothing; every counter of the sink equals what its files hold.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from otel_progress.scan.analyse import analyse_trace
 from tests.service.helpers import free_port, http_get, prom_value, wait_until
 
 from .conftest import REPO, Procs, start_prometheus
+from .sink_counts import Key, diff, file_counts, metric_counts
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -271,6 +272,16 @@ def test_agent_gateway_replicas_sink_prometheus(otelcol_binary: str, prometheus_
     # at-least-once across a SIGKILL: a batch the replica forwarded but could not
     # acknowledge before dying is sent again; anything more would mean a bug
     assert duplicates <= 64, duplicates
+
+    # -- every sink counter equals what the sink's files hold (issue 28, item 1): live SDK
+    #    traffic, duplicates and the SIGKILL included ------------------------------------
+    def compare() -> tuple[dict[str, Counter[Key]], dict[str, Counter[Key]]]:
+        return (file_counts(sink_file, tmp_path / "sink" / "logs.jsonl"),
+                metric_counts(http_get(f"http://127.0.0.1:{ports['sink_prom']}/metrics")[1]))
+
+    wait_until(lambda: (lambda w, g: w == g)(*compare()), 30, 1.0)
+    want_counts, got_counts = compare()
+    assert got_counts == want_counts, "\n".join(diff(want_counts, got_counts))
 
     # -- Prometheus fires the shipped alert ---------------------------------------------
     def firing() -> list[dict[str, Any]]:

@@ -47,146 +47,12 @@ from tests.service.helpers import (
 )
 
 from .conftest import REPO, Procs
+from .sink_counts import EVENT, Key, attrs, diff, docs, file_counts, metric_counts
 
 pytestmark = pytest.mark.timeout(600)
 
 CONFIG = REPO / "collector-config"
-EVENT = "gen_ai.evaluation.result"
-DETECTION_EVENTS = ("no_progress", "livelock")
 HOUR = 3600 * 10**9
-Key = tuple[str, ...]
-
-
-# -- what the sink's files hold ---------------------------------------------------------------
-
-
-def _value(v: dict[str, Any]) -> Any:
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in v:
-            return v[key]
-    if "intValue" in v:
-        return int(v["intValue"])
-    return v
-
-
-def _attrs(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {a["key"]: _value(a.get("value", {})) for a in items or ()}
-
-
-def _docs(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for f in sorted(path.parent.glob(path.stem + "*")):
-        for line in f.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue  # a line still being written
-    return out
-
-
-def _label(value: Any, default: str = "unknown") -> str:
-    return default if value is None else str(value)
-
-
-def _first(key: str, *maps: dict[str, Any]) -> Any:
-    """The count connector's attribute lookup: record (event, span, …) before scope and
-    resource."""
-    for m in maps:
-        if key in m:
-            return m[key]
-    return None
-
-
-def file_counts(traces_file: Path, logs_file: Path, log_detections: bool = False) -> dict[str, Counter[Key]]:
-    """Each counter's value per label set, computed from the sink's files; with
-    ``log_detections`` (sink-logs.yaml) coding agents' ``progress.no_progress`` /
-    ``progress.livelock`` records also count as detection events."""
-    seen: Counter[Key] = Counter()
-    detected: Counter[Key] = Counter()
-    events: Counter[Key] = Counter()
-    results: Counter[Key] = Counter()
-    for doc in _docs(traces_file):
-        for rs in doc.get("resourceSpans", ()):
-            res = _attrs(rs.get("resource", {}).get("attributes"))
-            service = _label(res.get("service.name"), "unknown_service")
-            for ss in rs.get("scopeSpans", ()):
-                scope = _attrs(ss.get("scope", {}).get("attributes"))
-                for span in ss.get("spans", ()):
-                    sa = _attrs(span.get("attributes"))
-                    seen[(service, _label(_first("gen_ai.agent.name", sa, scope, res)))] += 1
-                    if sa.get("progress.detected") is True:
-                        detected[(service, _label(sa.get("progress.reason")), _label(sa.get("progress.level"), "0"),
-                                  _label(sa.get("gen_ai.agent.name")))] += 1
-                    for ev in span.get("events", ()):
-                        if ev["name"] not in DETECTION_EVENTS:
-                            continue
-                        ea = {**_attrs(ev.get("attributes")), "progress.event": ev["name"]}
-                        events[(service, ev["name"],
-                                *(_label(_first(k, ea, sa, scope, res), d) for k, d in (
-                                    ("progress.reason", "unknown"), ("progress.level", "0"),
-                                    ("progress.scope", "unknown"))))] += 1
-    for doc in _docs(logs_file):
-        for rl in doc.get("resourceLogs", ()):
-            res = _attrs(rl.get("resource", {}).get("attributes"))
-            service = _label(res.get("service.name"), "unknown_service")
-            for sl in rl.get("scopeLogs", ()):
-                scope = _attrs(sl.get("scope", {}).get("attributes"))
-                for rec in sl.get("logRecords", ()):
-                    ra = _attrs(rec.get("attributes"))
-                    name = rec.get("eventName", "")
-                    if log_detections and name in ("progress.no_progress", "progress.livelock"):
-                        ea = {**ra, "progress.event": name.removeprefix("progress.")}
-                        events[(service, *(_label(_first(k, ea, scope, res), d) for k, d in (
-                            ("progress.event", "unknown"), ("progress.reason", "unknown"),
-                            ("progress.level", "0"), ("progress.scope", "unknown"))))] += 1
-                    is_event = rec.get("eventName") == EVENT or ra.get("event.name") == EVENT
-                    if not is_event or ra.get("gen_ai.evaluation.name") not in (
-                            "progress.no_progress", "progress.livelock"):
-                        continue
-                    results[(service, *(_label(_first(k, ra, scope, res), d) for k, d in (
-                        ("progress.event", "unknown"), ("progress.reason", "unknown"),
-                        ("progress.level", "0"), ("progress.scope", "unknown"))))] += 1
-    return {"progress_spans_seen_total": seen, "progress_detected_spans_total": detected,
-            "progress_detection_events_total": events, "progress_evaluation_results_total": results}
-
-
-# The labels that identify a series of each counter (the others: job, instance, otel_scope_*).
-LABELS = {
-    "progress_spans_seen_total": ("service_name", "gen_ai_agent_name"),
-    "progress_detected_spans_total": ("service_name", "progress_reason", "progress_level", "gen_ai_agent_name"),
-    "progress_detection_events_total": ("service_name", "progress_event", "progress_reason", "progress_level",
-                                        "progress_scope"),
-    "progress_evaluation_results_total": ("service_name", "progress_event", "progress_reason", "progress_level",
-                                          "progress_scope"),
-}
-
-
-def metric_counts(text: str) -> dict[str, Counter[Key]]:
-    """Each counter's value per label set, from the sink's /metrics (Prometheus text)."""
-    out: dict[str, Counter[Key]] = {name: Counter() for name in LABELS}
-    for line in text.splitlines():
-        if line.startswith("#") or "{" not in line:
-            continue
-        head, _, value = line.rpartition(" ")
-        name, _, label_text = head.partition("{")
-        if name not in LABELS:
-            continue
-        labels = {}
-        for part in label_text.rstrip("}").split('",'):
-            key, _, val = part.partition("=")
-            labels[key.strip(",")] = val.strip('"')
-        out[name][tuple(labels.get(k, "") for k in LABELS[name])] += int(float(value))
-    return out
-
-
-def _diff(want: dict[str, Counter[Key]], got: dict[str, Counter[Key]]) -> list[str]:
-    lines = []
-    for name in LABELS:
-        for key in sorted(set(want[name]) | set(got[name])):
-            if want[name][key] != got[name][key]:
-                lines.append(f"{name}{key}: files {want[name][key]}, counter {got[name][key]}")
-        lines.append(f"{name}: files {sum(want[name].values())}, counter {sum(got[name].values())} in all")
-    return lines
 
 
 # -- traffic ------------------------------------------------------------------------------------
@@ -320,7 +186,7 @@ class Pipeline:
         return "\n".join(f"--- {n}\n{self.procs.log(n)}" for n in self.procs.procs)
 
     def span_keys(self) -> Counter[tuple[str, str]]:
-        return Counter((s["traceId"], s["spanId"]) for doc in _docs(self.traces_file)
+        return Counter((s["traceId"], s["spanId"]) for doc in docs(self.traces_file)
                        for rs in doc.get("resourceSpans", ()) for ss in rs.get("scopeSpans", ())
                        for s in ss.get("spans", ()))
 
@@ -378,8 +244,8 @@ def test_every_sink_counter_equals_the_sinks_files_under_bursts_replays_and_rede
         missing = wanted - set(pipe.span_keys())
         pytest.fail(f"{len(missing)} of {len(wanted)} spans never reached the sink\n{pipe.logs()}")
     def records() -> Counter[str]:
-        return Counter(_attrs(rl.get("resource", {}).get("attributes")).get("service.name", "")
-                       for doc in _docs(pipe.logs_file) for rl in doc.get("resourceLogs", ())
+        return Counter(attrs(rl.get("resource", {}).get("attributes")).get("service.name", "")
+                       for doc in docs(pipe.logs_file) for rl in doc.get("resourceLogs", ())
                        for sl in rl.get("scopeLogs", ()) for _ in sl.get("logRecords", ()))
 
     def all_records() -> bool:
@@ -399,8 +265,8 @@ def test_every_sink_counter_equals_the_sinks_files_under_bursts_replays_and_rede
     assert want["progress_spans_seen_total"] and want["progress_detection_events_total"]
     assert want["progress_detected_spans_total"] and want["progress_evaluation_results_total"]
     assert sum(want["progress_spans_seen_total"].values()) >= len(wanted)
-    assert got == want, "\n".join(_diff(want, got))
-    print("\n".join(line for line in _diff(want, got) if "in all" in line))
+    assert got == want, "\n".join(diff(want, got))
+    print("\n".join(line for line in diff(want, got) if "in all" in line))
 
 
 def _metric_export(url: str, service: str, start_ns: int, time_ns: int, value: int, delta: bool) -> None:
