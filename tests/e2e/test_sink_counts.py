@@ -185,25 +185,46 @@ class Pipeline:
     def logs(self) -> str:
         return "\n".join(f"--- {n}\n{self.procs.log(n)}" for n in self.procs.procs)
 
+    def start_all(self) -> None:
+        self.start_sink()
+        self.start_replica("a")
+        self.start_replica("b")
+        self.wait_ready("sink", lambda: http_get(self.url("sink_health"))[0] == 200)
+        self.wait_ready("replicas", lambda: self.replica_ready("a") and self.replica_ready("b"))
+        self.start_gateway()  # after the replicas: a refused first dial would put it in backoff
+        self.wait_ready("gateway", lambda: http_get(self.url("gw_health"))[0] == 200)
+
+    def records(self) -> Counter[str]:
+        """Log records in the sink's logs file, per service.name."""
+        return Counter(attrs(rl.get("resource", {}).get("attributes")).get("service.name", "")
+                       for doc in docs(self.logs_file) for rl in doc.get("resourceLogs", ())
+                       for sl in rl.get("scopeLogs", ()) for _ in sl.get("logRecords", ()))
+
+    def wait_arrived(self, spans: set[tuple[str, str]], records: dict[str, int], serve_records: int) -> None:
+        """Every span sent is in the traces file, and the logs file holds ``records`` (per
+        service) and at least ``serve_records`` more (serve's); then a little more time for
+        anything still in flight (the file exporter flushes every second)."""
+        if not wait_until(lambda: spans <= set(self.span_keys()), 150, 1.0):
+            missing = spans - set(self.span_keys())
+            pytest.fail(f"{len(missing)} of {len(spans)} spans never reached the sink\n{self.logs()}")
+
+        def all_records() -> bool:
+            got = self.records()
+            return (all(got[k] == v for k, v in records.items())
+                    and got.total() - sum(records.values()) >= serve_records)
+
+        assert wait_until(all_records, 30, 0.5), f"the detection records did not all arrive: {self.records()}"
+        time.sleep(3.0)
+
     def span_keys(self) -> Counter[tuple[str, str]]:
         return Counter((s["traceId"], s["spanId"]) for doc in docs(self.traces_file)
                        for rs in doc.get("resourceSpans", ()) for ss in rs.get("scopeSpans", ())
                        for s in ss.get("spans", ()))
 
 
-@pytest.mark.parametrize("configs", [("sink.yaml",), ("sink.yaml", "sink-logs.yaml")],
-                         ids=["sink", "sink+logs"])
-def test_every_sink_counter_equals_the_sinks_files_under_bursts_replays_and_redelivery(
-        otelcol_binary: str, procs: Procs, tmp_path: Path, configs: tuple[str, ...]) -> None:
-    pipe = Pipeline(procs, otelcol_binary, tmp_path, configs)
-    log_detections = "sink-logs.yaml" in configs
-    pipe.start_sink()
-    pipe.start_replica("a")
-    pipe.start_replica("b")
-    pipe.wait_ready("sink", lambda: http_get(pipe.url("sink_health"))[0] == 200)
-    pipe.wait_ready("replicas", lambda: pipe.replica_ready("a") and pipe.replica_ready("b"))
-    pipe.start_gateway()  # after the replicas: a refused first dial would put it in backoff
-    pipe.wait_ready("gateway", lambda: http_get(pipe.url("gw_health"))[0] == 200)
+def _send_traffic(pipe: Pipeline) -> set[tuple[str, str]]:
+    """Bursts, replays, a backfill and a replica outage (module docstring); returns the
+    (trace id, span id) of every span sent."""
     gateway = f"127.0.0.1:{pipe.ports['gw_grpc']}"
     logs_url = pipe.url("gw_http", "/v1/logs")
     now = time.time_ns()
@@ -227,37 +248,32 @@ def test_every_sink_counter_equals_the_sinks_files_under_bursts_replays_and_rede
         _detection_record(logs_url, 100 + k, now - (k + 1) * HOUR, coding=k % 2 == 1)
     # 3. an outage of replica b: the gateway queues its batches (agents with skewed clocks,
     #    hours apart either way), then redelivers them in a burst when b is back
-    procs.stop("replica-b", signal.SIGKILL)
-    gateway_log = len(procs.log("gateway", tail=1_000_000))
+    pipe.procs.stop("replica-b", signal.SIGKILL)
+    before = len(pipe.procs.log("gateway", tail=1_000_000))
     for k, n in enumerate(range(90, 120)):
         send(_run_request(n, shift_ns=((-1) ** k) * (k % 7) * HOUR))()
-    assert wait_until(lambda: f"127.0.0.1:{pipe.ports['b']}" in procs.log("gateway", tail=1_000_000)[gateway_log:],
-                      20, 0.5), "the gateway never tried the dead replica: no batch was queued for it"
+    tried = f"127.0.0.1:{pipe.ports['b']}"
+    assert wait_until(lambda: tried in pipe.procs.log("gateway", tail=1_000_000)[before:], 20, 0.5), \
+        "the gateway never tried the dead replica: no batch was queued for it"
     time.sleep(2.0)
     pipe.start_replica("b")
     pipe.wait_ready("replica b after the outage", lambda: pipe.replica_ready("b"))
+    return {(s.trace_id.hex(), s.span_id.hex()) for req in sent for rs in req.resource_spans
+            for ss in rs.scope_spans for s in ss.spans}
 
-    # everything sent is in the sink's traces file
-    wanted = {(s.trace_id.hex(), s.span_id.hex()) for req in sent for rs in req.resource_spans
-              for ss in rs.scope_spans for s in ss.spans}
-    if not wait_until(lambda: wanted <= set(pipe.span_keys()), 150, 1.0):
-        missing = wanted - set(pipe.span_keys())
-        pytest.fail(f"{len(missing)} of {len(wanted)} spans never reached the sink\n{pipe.logs()}")
-    def records() -> Counter[str]:
-        return Counter(attrs(rl.get("resource", {}).get("attributes")).get("service.name", "")
-                       for doc in docs(pipe.logs_file) for rl in doc.get("resourceLogs", ())
-                       for sl in rl.get("scopeLogs", ()) for _ in sl.get("logRecords", ()))
 
-    def all_records() -> bool:
-        got = records()
-        return got["in-process"] == 25 and got["coding-agent"] == 25 and got.total() - 50 >= 120
-
-    assert wait_until(all_records, 30, 0.5), f"the detection records did not all arrive: {records()}"
-    time.sleep(3.0)  # anything in flight lands (the file exporter flushes every second)
+@pytest.mark.parametrize("configs", [("sink.yaml",), ("sink.yaml", "sink-logs.yaml")],
+                         ids=["sink", "sink+logs"])
+def test_every_sink_counter_equals_the_sinks_files_under_bursts_replays_and_redelivery(
+        otelcol_binary: str, procs: Procs, tmp_path: Path, configs: tuple[str, ...]) -> None:
+    pipe = Pipeline(procs, otelcol_binary, tmp_path, configs)
+    pipe.start_all()
+    wanted = _send_traffic(pipe)
+    pipe.wait_arrived(wanted, records={"in-process": 25, "coding-agent": 25}, serve_records=120)
 
     # -- every counter equals what the files hold, per label set ---------------------------------
     def compare() -> tuple[dict[str, Counter[Key]], dict[str, Counter[Key]]]:
-        return (file_counts(pipe.traces_file, pipe.logs_file, log_detections),
+        return (file_counts(pipe.traces_file, pipe.logs_file, "sink-logs.yaml" in configs),
                 metric_counts(http_get(pipe.url("sink_prom", "/metrics"))[1]))
 
     wait_until(lambda: (lambda w, g: w == g)(*compare()), 30, 1.0)
