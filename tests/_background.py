@@ -163,10 +163,12 @@ def start(job: Job) -> tuple[bool, Path]:
         with log.open("w") as out:
             out.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {job.what}: {shlex.join(command)}\n")
             out.flush()
-            # The job inherits the locked descriptor: the lock is held until it (and what it
-            # starts) ends, whatever becomes of this session.
-            subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True, pass_fds=(lock,))
+            # Detached: a shell of a new session starts the job in the background and exits
+            # (nothing for this session to reap). The job inherits the locked descriptor: the
+            # lock is held until it (and what it starts) ends, whatever becomes of this session.
+            subprocess.run(["sh", "-c", 'exec "$@" &', "sh", *command], cwd=ROOT, stdin=subprocess.DEVNULL,
+                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(lock,),
+                           check=True, timeout=30)
         return True, log
     finally:
         os.close(lock)
@@ -181,7 +183,7 @@ def start_needed(session: pytest.Session) -> None:
     for job in needed_jobs(session.items):
         try:
             started, log = start(job)
-        except OSError as exc:  # the fixture builds in the foreground instead
+        except (OSError, subprocess.SubprocessError) as exc:  # the fixture builds in the foreground instead
             line = f"otel-progress tests: could not start {job.what} in the background: {exc}"
         else:
             line = (f"otel-progress tests: {job.what} started in the background (log: {log})" if started

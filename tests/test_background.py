@@ -35,7 +35,7 @@ RECORDER = """
 import json, os, sys, time
 out = os.path.join(os.environ["RECORDS"], f"{os.getpid()}.json")
 with open(out + ".tmp", "w") as f:
-    json.dump({"argv": sys.argv[1:], "pid": os.getpid(), "at": time.time()}, f)
+    json.dump({"argv": sys.argv[1:], "pid": os.getpid(), "group": os.getpgid(0), "at": time.time()}, f)
 os.replace(out + ".tmp", out)
 time.sleep(float(os.environ.get("RECORDER_SLEEP", "60")))
 """
@@ -82,9 +82,10 @@ def session(tmp_path: Path):
     run.records = records  # type: ignore[attr-defined]
     yield run
     for record in records.glob("*.json"):
-        pid = json.loads(record.read_text())["pid"]
-        with contextlib.suppress(ProcessLookupError):  # (each job is a session of its own, led by its process)
-            os.killpg(pid, signal.SIGTERM)
+        job = json.loads(record.read_text())
+        assert job["group"] != os.getpgid(0)  # (detached: a session of its own)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job["group"], signal.SIGTERM)
 
 
 def _recorded(records: Path, count: int, timeout: float = 30.0) -> list[dict]:
