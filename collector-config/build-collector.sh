@@ -101,9 +101,8 @@ set +e
 ( cd "$out_dir" && "$ocb" --config="$gen_manifest" ) >"$out_dir/build.log" 2>&1 &
 ocb_pid=$!
 # Progress: every step ocb logs as it starts, and every 30 s the last one with the time
-# elapsed. With empty Go caches on 2 shared cores: ~2 min installing ocb, ~1.5 min after
-# "Sources created" (go mod tidy downloads the modules), ~15 min "Compiling"; with warm
-# caches the whole build takes under a minute.
+# elapsed. The longest steps are "Sources created" (go mod tidy downloads the modules) and
+# "Compiling"; how long a build takes is measured in docs/development.md.
 ticks=0
 shown=0
 step="starting"

@@ -11,10 +11,16 @@ other code is permanent (retrying the same bytes cannot help).
 :meth:`Forwarder.forward_all` also splits a request that is larger than the downstream
 accepts (``max_bytes``, or a RESOURCE_EXHAUSTED answer without RetryInfo, which is what
 gRPC answers to a message over its size limit) into smaller requests.
+
+:meth:`UnaryExporter.connect` tells whether the channel connects, without sending anything
+(readiness probes it: :mod:`.downstream`); every channel tries to reconnect at most
+:data:`MAX_RECONNECT_BACKOFF` seconds apart, so a downstream that comes back after a long
+outage is used (and seen reachable) within seconds, not gRPC's default two minutes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,7 +32,8 @@ import grpc
 
 from .otlp import EXPORT_METHOD, ExportTraceServiceResponse, SlimRequest, retry_delay_of
 
-__all__ = ["RETRYABLE", "ForwardResult", "Forwarder", "UnaryExporter", "channel_for", "split_request"]
+__all__ = ["MAX_RECONNECT_BACKOFF", "RETRYABLE", "ForwardResult", "Forwarder", "UnaryExporter", "channel_for",
+           "split_request"]
 
 #: Downstream codes a batch is retried for (the Collector's OTLP exporter retries these;
 #: RESOURCE_EXHAUSTED too, but only when it carries RetryInfo).
@@ -34,6 +41,8 @@ RETRYABLE = frozenset({
     grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED,
     grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS,
 })
+#: Longest wait between two reconnection attempts of a channel, seconds (gRPC's default: 120).
+MAX_RECONNECT_BACKOFF = 2.0
 _MAX_SPLITS = 64  # pieces one request may be split into after RESOURCE_EXHAUSTED answers
 
 _log = logging.getLogger(__name__)
@@ -58,6 +67,8 @@ def channel_for(endpoint: str, *, insecure: bool = True, ca_file: str = "",
         ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.enable_retries", 0),
+        ("grpc.initial_reconnect_backoff_ms", 1000),
+        ("grpc.max_reconnect_backoff_ms", int(MAX_RECONNECT_BACKOFF * 1000)),
     ]
     if insecure and not endpoint.startswith("https://"):
         return grpc.insecure_channel(target, options=options)
@@ -191,8 +202,40 @@ class UnaryExporter:
             return ForwardResult(False, grpc.StatusCode.UNAVAILABLE, f"forward failed: {exc}")
         return ForwardResult(True, grpc.StatusCode.OK, "", response)
 
+    def connect(self, timeout: float) -> tuple[bool, str]:
+        """Whether the channel is connected, or connects within ``timeout`` seconds (a
+        connection attempt is started if none is under way); sends no request. ``(False,
+        why)`` as soon as an attempt fails. Never raises."""
+        settled = threading.Event()
+        states: list[grpc.ChannelConnectivity] = []
+
+        def seen(state: grpc.ChannelConnectivity) -> None:
+            states.append(state)
+            if state in _SETTLED:
+                settled.set()
+
+        try:
+            self._channel.subscribe(seen, try_to_connect=True)
+        except Exception as exc:  # e.g. closed during shutdown
+            return False, f"cannot connect: {exc}"
+        try:
+            settled.wait(timeout)
+        finally:
+            with contextlib.suppress(Exception):  # (already gone)
+                self._channel.unsubscribe(seen)
+        last = states[-1] if states else None
+        if last is grpc.ChannelConnectivity.READY:
+            return True, ""
+        if last is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            return False, "cannot connect (connection failed)"
+        return False, f"cannot connect within {timeout:g}s ({last.name.lower() if last else 'no state'})"
+
     def close(self) -> None:
         self._channel.close()
+
+
+_SETTLED = frozenset({grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                      grpc.ChannelConnectivity.SHUTDOWN})
 
 
 class Forwarder(UnaryExporter):

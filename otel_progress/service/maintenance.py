@@ -3,8 +3,8 @@
 It closes and evicts the traces due (:meth:`.detector.BatchDetector.maintain`; their
 detections, having no request to go in, are sent as log records when detection records
 are on), ends the log runs idle for the run TTL (their findings go to the logs tap), and
-probes the downstream while it is marked unreachable, so that readiness recovers without
-traffic (:class:`.downstream.DownstreamState`).
+probes the downstream whenever no forward has told for ``--forward-probe-interval``
+seconds, so that readiness follows it without traffic (:class:`.downstream.DownstreamState`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ import threading
 from .detector import BatchDetector
 from .logs import LogsDetector
 from .metrics import ServiceMetrics
-from .otlp import ExportTraceServiceRequest
 from .outputs import Outputs
 
 __all__ = ["Maintenance"]
 
 _log = logging.getLogger("otel_progress.service")
-
-_EMPTY_REQUEST = ExportTraceServiceRequest().SerializeToString()
 
 
 class Maintenance:
@@ -64,13 +61,4 @@ class Maintenance:
         ended = self._logs.end_idle()
         if ended.added and outputs.logs_tap is not None:
             outputs.logs_tap.submit(self._logs.findings_request(ended))
-        self._probe_downstream()
-
-    def _probe_downstream(self) -> None:
-        """While the downstream is marked unreachable, send it an empty Export request
-        now and then, so that readiness recovers without traffic."""
-        state, fwd = self._outputs.downstream, self._outputs.forwarder
-        if state is None or fwd is None or not state.probe_due():
-            return
-        result = fwd.forward(_EMPTY_REQUEST, 1.0)
-        state.record(result.ok, result.code, result.message)
+        outputs.probe_downstream()

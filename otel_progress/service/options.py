@@ -38,6 +38,7 @@ class ServiceConfig:
     listen: str = "127.0.0.1:4417"
     forward_endpoint: str = "127.0.0.1:4319"
     forward_timeout: float = 4.0
+    forward_probe_interval: float = 2.0
     forward_max_mib: int = 0
     forward_compression: str = "gzip"
     forward_insecure: bool = True
@@ -100,7 +101,7 @@ class ServiceConfig:
             raise ServiceConfigError(f"forward_max_mib: must be >= 0, got {self.forward_max_mib!r}")
         if self.batch_cache < 0:
             raise ServiceConfigError(f"batch_cache: must be >= 0, got {self.batch_cache!r}")
-        for name in ("forward_timeout", "metrics_interval", "trace_ttl"):
+        for name in ("forward_timeout", "forward_probe_interval", "metrics_interval", "trace_ttl"):
             if getattr(self, name) <= 0:
                 raise ServiceConfigError(f"{name}: must be > 0, got {getattr(self, name)!r}")
         for name in ("retry_after", "close_delay", "merge_window", "drain_timeout"):
@@ -180,6 +181,9 @@ OPTIONS: tuple[_Opt, ...] = (
          "HOST:PORT"),
     _Opt("forward_timeout", "seconds for one forward; keep below the Collector's exporter timeout"
          " (default 4)", "SECONDS"),
+    _Opt("forward_probe_interval", "inline mode: seconds without a forward after which the downstream is probed"
+         " (a connection, and an empty Export request while it is marked unreachable), at start"
+         " and then all along; /readyz answers 503 while it is unreachable (default 2)", "SECONDS"),
     _Opt("forward_max_mib", "largest request forwarded, MiB; a larger one (after annotation) is split into"
          " several (default 0: no limit of its own, a request is split only when the downstream answers"
          " RESOURCE_EXHAUSTED without RetryInfo, as gRPC does for a message over its limit)", "MIB"),

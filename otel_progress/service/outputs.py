@@ -38,7 +38,8 @@ class Outputs:
         self.metrics_forwarder: Forwarder | None = None
         if cfg.mode == "inline":
             self.forwarder = self._forwarder_for(cfg.forward_endpoint)
-            self.downstream = DownstreamState(cfg.forward_endpoint, log)
+            self.downstream = DownstreamState(cfg.forward_endpoint, log, probe_interval=cfg.forward_probe_interval,
+                                              probe_timeout=min(1.0, cfg.forward_timeout))
         else:
             self.forwarder = self._forwarder_for(cfg.tap_target)
             self.tap = TapExporter(self.forwarder, metrics)
@@ -61,6 +62,13 @@ class Outputs:
         return Forwarder(endpoint, timeout=cfg.forward_timeout, compression=cfg.forward_compression,
                          insecure=cfg.forward_insecure, ca_file=cfg.forward_ca, headers=cfg.forward_headers,
                          max_message_mib=cfg.max_receive_mib + 1)
+
+    def probe_downstream(self, when_due: bool = True) -> None:
+        """Inline mode: probe the downstream (:meth:`.downstream.DownstreamState.probe`),
+        when due (``when_due``) or now. Tap mode: nothing."""
+        state = self.downstream
+        if state is not None and (not when_due or state.probe_due()):
+            state.probe(self.forwarder)
 
     def shutdown(self, deadline: float) -> None:
         """Send what the taps hold until ``deadline`` (``time.monotonic()``; both taps at

@@ -117,6 +117,7 @@ class ProgressService:
             self.health_port = self._health.port
             self._health.start()
         server.start()
+        outputs.probe_downstream(when_due=False)  # ready only once the downstream is reached
         self._maintenance = Maintenance(self.detector, self.logs, outputs, self.metrics)
         self._maintenance.start()
         self._ready = True
@@ -124,7 +125,8 @@ class ProgressService:
 
     def ready(self) -> bool:
         """Whether the service should receive traffic (``/readyz``): started, not
-        draining, and (inline mode) the downstream reachable."""
+        draining, and (inline mode) the downstream reachable: probed at start and whenever
+        no forward has told for ``forward_probe_interval`` seconds (:mod:`.downstream`)."""
         return self.readiness()[0]
 
     def readiness(self) -> tuple[bool, str]:

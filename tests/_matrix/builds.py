@@ -1,7 +1,8 @@
 """The matrices' caches: one directory per key under a cache root (``~/.cache/otel-progress/
 frameworks`` for the virtualenvs, ``.../frameworks-js`` for the npm trees), built once by
 whichever process takes its lock first, reused by every checkout once it is marked complete;
-and ``prebuild``, which builds them all up front (``.ci/run`` starts it in the background)."""
+and ``prebuild``, which builds them all up front (the test session starts the selected tests' builds
+in the background: :mod:`tests._background`)."""
 
 from __future__ import annotations
 

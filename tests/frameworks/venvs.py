@@ -141,11 +141,12 @@ class Builder:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def prebuild(jobs: int = 2) -> int:
-    """Build every set-up's virtualenv, ``jobs`` at a time (CI starts this in the background
-    before the tests, at low priority; the tests then find them built or wait on their lock).
-    Returns 1 if any build failed (the tests that need it will fail and say why)."""
-    requirements = list(dict.fromkeys(s.requirements_path for s in discover()))
+def prebuild(jobs: int = 2, requirements: Iterable[Path] | None = None) -> int:
+    """Build the virtualenv of every set-up (or of ``requirements``), ``jobs`` at a time (a
+    test session starts this in the background, at low priority: :mod:`tests._background`;
+    the tests then find them built or wait on their lock). Returns 1 if any build failed
+    (the tests that need it will fail and say why)."""
+    requirements = list(dict.fromkeys(requirements or (s.requirements_path for s in discover())))
     builder = Builder(jobs)
     builder.submit(requirements)
     try:

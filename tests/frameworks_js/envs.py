@@ -88,7 +88,8 @@ def app_dir(env: Path, framework: str) -> Path:
 
 
 def prebuild(directories: Iterable[Path] | None = None) -> int:
-    """Install every framework's packages (CI starts this in the background before the
-    tests). Returns 1 if any install failed (the tests that need it fail and say why)."""
+    """Install every framework's packages, or those of ``directories`` (a test session starts
+    this in the background: :mod:`tests._background`). Returns 1 if any install failed (the
+    tests that need it fail and say why)."""
     dirs = list(dict.fromkeys(directories or (s.directory for s in discover())))
     return builds.prebuild_all(dirs, install, PROGRESS, "framework installs")

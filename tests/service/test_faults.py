@@ -201,7 +201,7 @@ def test_unreachable_downstream_is_logged_rate_limited_and_turns_readiness_off_u
     svc = make_service(forward_endpoint=f"127.0.0.1:{port}", forward_timeout=0.5)
     client = client_for(svc)
     ready = f"http://127.0.0.1:{svc.health_port}/readyz"
-    assert http_get(ready)[0] == 200
+    assert http_get(ready)[0] == 503  # probed at start (tests/service/test_readiness.py)
     with caplog.at_level("WARNING", logger="otel_progress.service"):
         for t in range(6):
             code, _, _ = client.export_call(request(progressing_trace(50 + t, turns=1)), timeout=5)
