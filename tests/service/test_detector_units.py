@@ -136,8 +136,10 @@ def test_requests_of_one_trace_are_detected_in_arrival_order() -> None:
     detector = BatchDetector(ProgressEngine(Config()))
     large = request(_calls(7, 1, 3000)).SerializeToString()
     small = request(_calls(7, 3001, 3001)).SerializeToString()
-    done = _run_threads(lambda: detector.process(large), lambda: detector.process(small))
-    assert done[0] <= done[1]
+    _run_threads(lambda: detector.process(large), lambda: detector.process(small))
+    # (what tells the order: had the small one gone first, the large one's calls would be
+    # late; the threads' finish times are not compared, the clock is read after each call
+    # returns and a loaded machine can run the second thread's reading first)
     assert detector.metrics.value("progress.service.spans.late") == 0
     assert detector.metrics.value("progress.service.tool_calls") == 3001
 
