@@ -87,6 +87,10 @@ class UngroupedWatch:
             services[name] = None
             return Verdict(self.min_spans, True)
 
+    def __len__(self) -> int:
+        """Services followed now."""
+        return len(self._services)
+
     def met(self, service: str | None) -> bool:
         """Whether the condition was met for ``service`` (and it is still followed)."""
         with self._lock:
