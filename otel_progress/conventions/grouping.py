@@ -45,7 +45,9 @@ __all__ = [
     "SESSION_KEYS",
     "group_key",
     "is_group_key",
+    "names_conversation",
     "own_trace",
+    "ungrouped_root",
 ]
 
 GROUP_PREFIX = "group:"
@@ -89,6 +91,18 @@ def group_key(span: SpanRecord) -> str | None:
         if value:
             return f"{GROUP_PREFIX}{key}={value}"
     return None
+
+
+def names_conversation(attributes: Mapping[str, Any]) -> bool:
+    """Whether span attributes name a conversation (one of :data:`SESSION_KEYS`, not empty)."""
+    return any(_value(attributes, key) for key in SESSION_KEYS)
+
+
+def ungrouped_root(span: SpanRecord) -> bool:
+    """Whether a tool span is the root of its trace (no parent span, so no agent span
+    above it) and names no conversation: a run of its own, never grouped with the other
+    calls of its client (see :mod:`otel_progress.runs.ungrouped`)."""
+    return not span.parent_id and not names_conversation(span.attributes)
 
 
 def is_group_key(trace_key: str) -> bool:

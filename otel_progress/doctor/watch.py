@@ -55,6 +55,7 @@ def _record(span: Any) -> None:
 
     from ..conventions.spans import SpanKind, SpanRecord, classify, read_tool_call
     from ..model import NOT_CAPTURED
+    from .grouping import ungrouped_fields
 
     ctx = span.context
     parent = span.parent
@@ -82,7 +83,7 @@ def _record(span: Any) -> None:
     row = {"name": span.name, "tool": call.name, "scope": scope, "arguments": has_args, "result": has_result,
            "error": call.error, "detections": events, "trace_id": rec.trace_id, "span_id": rec.span_id,
            "markers": {k: str(attrs[k]) for k in _MARKERS if k in attrs},
-           "attribute_keys": sorted(attrs)[:60]}
+           "attribute_keys": sorted(attrs)[:60], **ungrouped_fields(rec)}
     with _STATE.lock:
         _STATE.tool_count += 1
         _STATE.with_arguments += has_args

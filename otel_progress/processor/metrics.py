@@ -9,21 +9,23 @@ values each; later names are reported as ``_other``; every attribute value is at
 :data:`~otel_progress.model.limits.MAX_METRIC_CHARS` (256) characters (longer ones are cut,
 ending with ``…``).
 
-=============================  ============  ==============================================
-name                           unit          attributes
-=============================  ============  ==============================================
-``progress.detections``        {detection}   progress.reason, progress.level, progress.scope,
-                                             gen_ai.agent.name, gen_ai.tool.name (absent on
-                                             run-scope detections: no one tool)
-``progress.wasted.turns``      {turn}        gen_ai.agent.name
-``progress.wasted.tokens``     {token}       gen_ai.agent.name
-``progress.processor.errors``  {error}       error.type
-``progress.hook.errors``       {error}       error.type
-``progress.runs.active``       {run}         (observable gauge)
-``progress.runs.evicted``      {run}         (none)
-``progress.analysis.queued``   {item}        (observable gauge; background analysis only)
-``progress.analysis.full``     {span}        progress.queue.action (``waited``, ``overflow``)
-=============================  ============  ==============================================
+====================================  ============  ==============================================
+name                                  unit          attributes
+====================================  ============  ==============================================
+``progress.detections``               {detection}   progress.reason, progress.level, progress.scope,
+                                                    gen_ai.agent.name, gen_ai.tool.name (absent on
+                                                    run-scope detections: no one tool)
+``progress.wasted.turns``             {turn}        gen_ai.agent.name
+``progress.wasted.tokens``            {token}       gen_ai.agent.name
+``progress.processor.errors``         {error}       error.type
+``progress.hook.errors``              {error}       error.type
+``progress.runs.active``              {run}         (observable gauge)
+``progress.runs.evicted``             {run}         (none)
+``progress.analysis.queued``          {item}        (observable gauge; background analysis only)
+``progress.analysis.full``            {span}        progress.queue.action (``waited``, ``overflow``)
+``progress.setup.ungrouped_spans``    {span}        service.name (root tool spans naming no
+                                                    conversation: docs/processor.md)
+====================================  ============  ==============================================
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ METRIC_NAMES = (
     "progress.runs.evicted",
     "progress.analysis.queued",
     "progress.analysis.full",
+    "progress.setup.ungrouped_spans",
 )
 
 _OTHER = "_other"
@@ -95,6 +98,7 @@ class ProgressMetrics:
         meter = metrics.get_meter("otel_progress", __version__, meter_provider=meter_provider)
         self._agents = _NameCap(MAX_NAMES)
         self._tools = _NameCap(MAX_NAMES)
+        self._services = _NameCap(MAX_NAMES)
         self._active_runs = active_runs
         self._queued = queued
         self.detections = meter.create_counter(
@@ -120,6 +124,11 @@ class ProgressMetrics:
         self.evicted = meter.create_counter(
             "progress.runs.evicted", unit="{run}",
             description="Runs dropped before they ended: idle past the TTL or over the run cap.",
+        )
+        self.ungrouped = meter.create_counter(
+            "progress.setup.ungrouped_spans", unit="{span}",
+            description="Tool spans that are each the root of a trace of their own and name no conversation, so"
+                        " loops across them cannot be detected (counted once their service sent 3 within 5 minutes).",
         )
         meter.create_observable_gauge(
             "progress.runs.active", callbacks=[self._observe_active], unit="{run}",
@@ -189,6 +198,12 @@ class ProgressMetrics:
         if count > 0:
             with contextlib.suppress(Exception):
                 self.evicted.add(count)
+
+    def ungrouped_spans(self, count: int, service: str | None) -> None:
+        """Root tool spans of ``service`` that name no conversation (see
+        :mod:`otel_progress.runs.ungrouped`)."""
+        with contextlib.suppress(Exception):
+            self.ungrouped.add(count, {"service.name": self._services(service)})
 
     def queue_full(self, action: str) -> None:
         """A span ended with the analysis queue full: the thread ``waited`` for room, or

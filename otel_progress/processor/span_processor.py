@@ -36,6 +36,7 @@ from .metrics import ProgressMetrics
 from .modes import analysis_mode, register_process_hooks, resolve_mode
 from .outlets import DetectionHook, DetectionOutlets
 from .sdk import live_attributes, probe, record
+from .ungrouped import UngroupedSetup
 
 __all__ = ["ProgressSpanProcessor"]
 
@@ -151,6 +152,7 @@ class ProgressSpanProcessor(SpanProcessor):
         self._outlets = DetectionOutlets(self._metrics, self._log_events, on_detection, self._errors)
         self._wrapped = WrappedProcessors(self._inners, self._errors.fail)
         self._content = ContentWatch()
+        self._ungrouped = UngroupedSetup(self._metrics, then=self._content.tool_call)
         self._at_exit: Callable[[], None] | None = None
         self._wire()
         register_process_hooks(ref)
@@ -170,7 +172,7 @@ class ProgressSpanProcessor(SpanProcessor):
 
         tracker = RunTracker(
             RunModel(self._engine, on_summary=metrics.run_summary), self._config, self._max_spans,
-            deliver=annotator.deliver, emit=emit, evicted=metrics.runs_evicted, tool_call=self._content.tool_call,
+            deliver=annotator.deliver, emit=emit, evicted=metrics.runs_evicted, tool_call=self._ungrouped.tool_call,
             on_dead=dropped if self._background else None, record=record, attributes=live_attributes)
         annotator.runs = tracker
         analysis = SpanAnalysis(tracker, wrapped, annotator, self._content, fail, background=self._background)

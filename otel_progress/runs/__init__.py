@@ -19,6 +19,8 @@ and feeds the engine. docs/runs.md describes it for users; this is the map of th
     :mod:`.opentraces` (the open traces, their budget) and :mod:`.provisional` (runs
     guessed before their ancestors arrive);
   - :mod:`.logruns`: log records, ordered per run in a bounded buffer (scan, serve).
+* :mod:`.ungrouped`: whether a set-up's tool calls can form runs at all (root tool spans
+  naming no conversation, from one service), for the adapters' run-time warning.
 
 Adding a kind of observation (a compaction boundary, say): a method of :class:`RunModel`
 that makes its engine call; a constant, its producer in :func:`.replay.observations` and its

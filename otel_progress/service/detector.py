@@ -47,6 +47,7 @@ from .decode import Item as _Item
 from .decode import Loc, MalformedRequest, decode_spans, lineage_spans, read_request
 from .metrics import ServiceMetrics
 from .otlp import SlimRequest, span_record
+from .ungrouped import UngroupedSpans
 
 __all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement"]
 
@@ -168,6 +169,7 @@ class BatchDetector:
             self.model, max_traces=max_traces, max_spans=max_spans_per_trace, trace_ttl=trace_ttl,
             close_delay=close_delay, merge_window=merge_window, budget=self.budget, decode=_decode_held,
             on_close=self._closed, on_summary=self._summarised)
+        self.ungrouped = UngroupedSpans(self.metrics)
         self._batches: OrderedDict[bytes, tuple[Placement, ...]] = OrderedDict()
         self._max_batches = batch_cache
         self._lock = _FairLock()
@@ -358,6 +360,7 @@ class BatchDetector:
     ) -> list[Placement]:
         outcome = self.traces.replay([_Arrival(it.record, it.kind, it, (it.raw, it.resource), len(it.raw))
                                       for it in items], lineage_only, let_others_in=self._let_others_in)
+        self.ungrouped.seen(outcome.fresh)
         placements: list[Placement] = []
         for arrival, previous in outcome.repeated:
             it = arrival.ref

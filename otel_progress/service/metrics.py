@@ -126,6 +126,10 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.health.refused", "counter", "1",
               "Health-port connections closed before an answer, by reason: shed (it had sent no complete request"
               " when a newer connection needed its place) or busy (every connection was being answered)."),
+    MetricDef("progress.service.setup.ungrouped_spans", "counter", "1",
+              "Tool spans that are each the root of a trace of their own and name no conversation (no"
+              " gen_ai.conversation.id or session.id), so loops across them cannot be detected, by service.name;"
+              " counted once their service sent 3 within 5 minutes (docs/runs.md)."),
     MetricDef("progress.service.errors", "counter", "1",
               "Internal errors while detecting (the batch is forwarded unannotated)."),
 )

@@ -23,12 +23,29 @@ def _rows(n: int, traces: int, keys: list[str]) -> dict:
     return {"tools": [{"trace_id": f"t{i % traces}", "attribute_keys": keys} for i in range(n)]}
 
 
+def _spans(n: int, *, parent: str = "", conversation: bool = False, every_s: float = 1.0) -> dict:
+    """Report rows of ``n`` tool spans, each in a trace of its own, as the watcher writes them."""
+    return {"tools": [{"trace_id": f"t{i}", "attribute_keys": ["traceloop.span.kind"], "parent_id": parent,
+                       "end_ns": int(i * every_s * 1e9), "names_conversation": conversation} for i in range(n)]}
+
+
 def test_the_check() -> None:
     assert grouping_findings(None) == [] and grouping_findings(_rows(1, 1, [])) == []
     (finding,) = grouping_findings(_rows(5, 5, ["traceloop.span.kind"]))
     assert finding.topic == "grouping" and "gen_ai.conversation.id" in finding.fix
     assert grouping_findings(_rows(5, 5, ["gen_ai.conversation.id"])) == []  # named: grouped
     assert grouping_findings(_rows(5, 1, [])) == []  # one trace: one run
+
+
+def test_the_check_is_the_run_time_condition() -> None:
+    """The processor's and serve's condition (otel_progress.runs.ungrouped): 3 root tool
+    spans naming no conversation within 5 minutes; the fix names both ways out."""
+    (finding,) = grouping_findings(_spans(3))
+    assert "gen_ai.conversation.id" in finding.fix and "invoke_agent" in finding.fix
+    assert grouping_findings(_spans(2)) == []  # two calls: not yet a set-up that cannot form runs
+    assert grouping_findings(_spans(5, parent="00000000000000a1")) == []  # under a parent: one run per trace
+    assert grouping_findings(_spans(5, conversation=True)) == []  # named: grouped
+    assert grouping_findings(_spans(3, every_s=200.0)) == []  # never three within five minutes
 
 
 def test_doctor_says_which_attribute_groups_root_tool_calls() -> None:
