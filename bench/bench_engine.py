@@ -128,7 +128,7 @@ def iter_traces(files: Sequence[Path]) -> Iterator[tuple[str, list[Any]]]:
                 _, doc = item
                 spans = list(spans_from_request(doc, source=path.name))
                 if spans:
-                    yield _label(path), spans
+                    yield path.name, spans
 
 
 def _label(path: Path) -> str:
@@ -189,8 +189,9 @@ def record_replay(spans: list[Any]) -> tuple[list[Op], list[ToolCall]]:
 
 
 def real_workload(files: Sequence[Path]) -> list[tuple[str, list[Op], list[ToolCall]]]:
-    """Per trace: its source file, its recorded engine calls and its tool calls."""
-    return [(source, *record_replay(spans)) for source, spans in iter_traces(files)]
+    """Per trace: its source file (:func:`_label`), its recorded engine calls and its tool calls."""
+    labels = {f.name: _label(f) for f in files}
+    return [(labels[source], *record_replay(spans)) for source, spans in iter_traces(files)]
 
 
 def replay(engine: ProgressEngine, runs: Sequence[Sequence[Op]]) -> int:
