@@ -394,7 +394,8 @@ def bench_real(pairs: int, per_source: bool, in_process: bool = False, before: P
           " rounds; ratios: medians of the per-round ratios):")
     print("\n".join(target_table(_rows(results, sizes, len(calls)))))
     if older:
-        print(f"\nbefore / after ({len(older)} rounds each, alternated):")
+        print(f"\nbefore / after ({len(older)} rounds each, alternated; detections per round: before"
+              f" {sorted({r['detections'] for r in older})}, after {sorted(totals)}):")
         print("\n".join(before_after_table(_rows(older, sizes, len(calls)), _rows(results, sizes, len(calls)),
                                           f"{before} ({older[0]['engine']})")))
     if stages:

@@ -4,7 +4,11 @@ round as the engine; the target table says whether each goal is met."""
 
 from __future__ import annotations
 
-from bench.bench_engine import paired_round, real_units, record_replay
+from pathlib import Path
+
+import pytest
+
+from bench.bench_engine import main, paired_round, real_units, record_replay
 from bench.engine_peers import (
     fingerprint_pass,
     peer_inputs,
@@ -69,3 +73,9 @@ def test_stage_counts_are_read_where_the_engine_has_them() -> None:
 
     assert read_stage_counts(WithStages()) == {"digest": 10, "parse": 4}
     assert "4 calls ( 40.0% of 10)" in stage_lines({"digest": 10, "parse": 4}, 10)[1]
+
+
+def test_before_must_be_a_checkout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--mode", "real", "--before", str(tmp_path)])
+    assert exit_info.value.code == 2 and "not a checkout of otel-progress" in capsys.readouterr().err
