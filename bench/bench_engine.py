@@ -1,8 +1,9 @@
 """Engine cost per tool call against its floor, and memory per tracked run.
 
-Run: ``python -m bench.bench_engine [--mode real|synthetic|all] [--pairs 7]`` (prints its
-figures beside their goals; no pass/fail: the machines are shared and noisy, so only
-ratios measured side by side in one process are compared, never absolute times).
+Run: ``python -m bench.bench_engine [--mode real|synthetic|all] [--pairs 7] [--per-source]
+[--before TREE] [--stages] [--no-quality]`` (prints its figures beside their goals; no
+pass/fail: the machines are shared and noisy, so only ratios measured side by side in one
+process are compared, never absolute times).
 
 **The floor** of one call is what any engine must do with it: one BLAKE3 digest of its
 arguments and result (encoded to UTF-8) and one orjson parse of each of them that is
@@ -24,6 +25,17 @@ a round times the engine alone, not the readers. Skipped, with a message, where
 A last figure replays the same runs with nothing captured (tool names, times and outcomes
 only) beside the same floor: the cost of the pipeline itself, which no shortcut in the
 content path can remove.
+
+**The peers** (issue 26, :mod:`bench.engine_peers`): in the same rounds, beside each
+trace's engine part and floor, the port of Pydantic AI Harness's ``LoopDetection``
+(:mod:`bench.quality.baselines.pydantic_ai`) and a plain fingerprint guard run over the same
+calls (a fresh one per run), timed the same way (the order of the four parts rotates from
+trace to trace). A table prints, per source and over all real calls, the µs per call of
+each and the goals: engine / Pydantic below 1x, engine / floor at most 3x. ``--before
+TREE`` also runs rounds on the engine of another checkout (alternated with this one's) and
+prints a before/after table; ``--stages`` prints how many calls reach each stage of the
+engine's content path (where the engine counts them); the detection quality of the engine,
+the port and the guard on the labelled real runs follows (``--no-quality`` skips it).
 
 **Synthetic mode**: 20,000 generated calls with arguments of about 200 bytes and results
 of about 2 KB, as JSON strings, all signals on.
@@ -66,6 +78,17 @@ from typing import Any
 import blake3
 import orjson
 
+import otel_progress
+from bench.engine_peers import (
+    before_after_table,
+    fingerprint_pass,
+    peer_inputs,
+    pydantic_pass,
+    quality_lines,
+    read_stage_counts,
+    stage_lines,
+    target_table,
+)
 from otel_progress import NOT_CAPTURED, Config, ProgressEngine, ToolCall
 from otel_progress.engine import EngineStats
 from otel_progress.otlp.files import ReadProblem, iter_documents, open_input, spans_from_request
@@ -106,6 +129,15 @@ def iter_traces(files: Sequence[Path]) -> Iterator[tuple[str, list[Any]]]:
                 spans = list(spans_from_request(doc, source=path.name))
                 if spans:
                     yield path.name, spans
+
+
+def _label(path: Path) -> str:
+    """A real file's source label: its path under the real-traces directory
+    (``dev.jsonl.gz``, ``added/magentic_one.jsonl.gz``, ``swebench/openhands_swebv.jsonl.gz``)."""
+    try:
+        return path.resolve().relative_to(REAL_DIR.resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
 class _Recorder:
@@ -157,8 +189,9 @@ def record_replay(spans: list[Any]) -> tuple[list[Op], list[ToolCall]]:
 
 
 def real_workload(files: Sequence[Path]) -> list[tuple[str, list[Op], list[ToolCall]]]:
-    """Per trace: its source file, its recorded engine calls and its tool calls."""
-    return [(source, *record_replay(spans)) for source, spans in iter_traces(files)]
+    """Per trace: its source file (:func:`_label`), its recorded engine calls and its tool calls."""
+    labels = {f.name: _label(f) for f in files}
+    return [(labels[source], *record_replay(spans)) for source, spans in iter_traces(files)]
 
 
 def replay(engine: ProgressEngine, runs: Sequence[Sequence[Op]]) -> int:
@@ -213,72 +246,78 @@ def floor_pass(inputs: Sequence[tuple[str, str, bool, bool]]) -> None:
                 pass
 
 
-def paired_round(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]
-                 ) -> list[tuple[float, float]]:
+#: One unit of a round: its engine part (given the round's engine), then the parts timed
+#: beside it (the floor first; in real mode the Pydantic port and the fingerprint guard).
+Unit = tuple[Callable[..., Any], ...]
+
+
+def paired_round(units: Sequence[Unit]) -> list[tuple[float, ...]]:
     """One round: a fresh engine, then for each unit (a run, or a slice of calls) its
-    engine part and its floor part timed one right after the other, so that a change of
-    the machine's load during the round weighs on both sides alike (the order of the two
-    alternates from unit to unit). Returns each unit's engine and floor times."""
+    engine part and the parts beside it timed one right after the other, so that a change
+    of the machine's load during the round weighs on every side alike (the order rotates
+    from unit to unit: with two parts, it alternates). Returns each unit's times, in the
+    unit's order (engine, floor, ...)."""
     engine = ProgressEngine(Config())
     clock = time.thread_time  # CPU time of this thread: the time the machine's other work takes is not counted
     out = []
     gc.collect()
     gc.disable()
     try:
-        for i, (engine_part, floor_part) in enumerate(units):
-            if i % 2:
+        for i, parts in enumerate(units):
+            n = len(parts)
+            times = [0.0] * n
+            for k in range(n):
+                j = (i + k) % n
                 t0 = clock()
-                floor_part()
-                t1 = clock()
-                engine_part(engine)
-                t2 = clock()
-                out.append((t2 - t1, t1 - t0))
-            else:
-                t0 = clock()
-                engine_part(engine)
-                t1 = clock()
-                floor_part()
-                t2 = clock()
-                out.append((t1 - t0, t2 - t1))
+                if j:
+                    parts[j]()
+                else:
+                    parts[0](engine)
+                times[j] = clock() - t0
+            out.append(tuple(times))
     finally:
         gc.enable()
     return out
 
 
-def _total(times: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    return sum(e for e, _ in times), sum(f for _, f in times)
+def _total(times: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    return tuple(sum(column) for column in zip(*times, strict=True))
 
 
-def rounds(units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
-           pairs: int) -> list[tuple[float, float]]:
+def rounds(units: Sequence[Unit], pairs: int) -> list[tuple[float, ...]]:
     """``pairs`` rounds of :func:`paired_round` in this process, after one warm-up round
     (the synthetic calls: their texts are new every round)."""
     paired_round(units)
     return [_total(paired_round(units)) for _ in range(pairs)]
 
 
-def report(label: str, times: Sequence[tuple[float, float]], n: int, goal: float | None) -> float:
-    ratio = statistics.median(e / f for e, f in times)
-    e_us = statistics.median(e for e, _ in times) / n * 1e6
-    f_us = statistics.median(f for _, f in times) / n * 1e6
+def report(label: str, times: Sequence[Sequence[float]], n: int, goal: float | None) -> float:
+    ratio = statistics.median(t[0] / t[1] for t in times)
+    e_us = statistics.median(t[0] for t in times) / n * 1e6
+    f_us = statistics.median(t[1] for t in times) / n * 1e6
     target = f"[goal <= {goal:g}x]" if goal is not None else "[no goal: for comparison]"
     print(f"  {label:<38} engine/floor {ratio:5.1f}x  {target}   ({e_us:6.1f} µs vs {f_us:5.1f} µs a call,"
           f" medians of {len(times)} rounds)")
     return ratio
 
 
-def real_units(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], counted: list[int], bare: bool = False
-               ) -> list[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]]:
-    """One unit per run: replaying its engine calls (``bare``: with nothing captured),
-    and the floor of its calls; the detections each replay announced go to ``counted``."""
-    units = []
+def real_units(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], counted: list[int], bare: bool = False,
+               peers: bool = False) -> list[Unit]:
+    """One unit per trace: replaying its engine calls (``bare``: with nothing captured),
+    and the floor of its calls, then (``peers``) the Pydantic port and the fingerprint
+    guard over the same calls; the detections each replay announced go to ``counted``."""
+    units: list[Unit] = []
     for _, ops, trace_calls in traces:
         if bare:
             ops = [(name, (_without_content(args[0]),), kw) if name == "observe" else (name, args, kw)
                    for name, args, kw in ops]
         floor_in = floor_inputs(trace_calls)
-        units.append((lambda engine, ops=ops: counted.append(replay(engine, [ops])),
-                      lambda i=floor_in: floor_pass(i)))
+        unit: Unit = (lambda engine, ops=ops: counted.append(replay(engine, [ops])),
+                      lambda i=floor_in: floor_pass(i))
+        if peers:
+            runs = peer_inputs(trace_calls)
+            unit += (lambda r=runs: pydantic_pass(r), lambda r=runs: fingerprint_pass(r))
+        units.append(unit)
     return units
 
 
@@ -292,26 +331,28 @@ def real_round() -> dict[str, Any]:
     _observe_all(ProgressEngine(Config()), warm)
     floor_pass(floor_inputs(warm))
     counted: list[int] = []
-    return _round_result(traces, real_units(traces, counted), counted)
+    return _round_result(traces, real_units(traces, counted, peers=True), counted)
 
 
-def _round_result(traces: Sequence[tuple[str, list[Op], list[ToolCall]]],
-                  units: Sequence[tuple[Callable[[ProgressEngine], Any], Callable[[], Any]]],
+def _round_result(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], units: Sequence[Unit],
                   counted: list[int]) -> dict[str, Any]:
     """One round of ``units`` (the runs of ``traces``), then of the same runs with no
-    content: the engine and floor times per source, the bare times and the detections."""
+    content: the times per source (engine, floor, then the peers when the units have
+    them), the bare times, the detections and the engine's checkout."""
     before = len(counted)
     times = paired_round(units)
     sources: dict[str, list[float]] = {}
-    for (source, _, _), (e, f) in zip(traces, times, strict=True):
-        acc = sources.setdefault(source, [0.0, 0.0])
-        acc[0] += e
-        acc[1] += f
+    for (source, _, _), unit_times in zip(traces, times, strict=True):
+        acc = sources.setdefault(source, [0.0] * len(unit_times))
+        for k, t in enumerate(unit_times):
+            acc[k] += t
     bare = _total(paired_round(real_units(traces, [], bare=True)))
-    return {"sources": sources, "bare": bare, "detections": sum(counted[before:])}
+    return {"sources": sources, "bare": bare, "detections": sum(counted[before:]),
+            "engine": str(Path(otel_progress.__file__).resolve().parent)}
 
 
-def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float | None:
+def bench_real(pairs: int, per_source: bool, in_process: bool = False, before: Path | None = None,
+               stages: bool = False, quality: bool = True) -> float | None:
     files = real_files()
     if not files:
         print(f"real calls: skipped: {REAL_DIR} is absent (the real runs are not part of the project)")
@@ -323,19 +364,23 @@ def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float 
     failed = sum(1 for c in calls if c.error)
     arg_b = statistics.mean(len(a) for a, _, _, _ in inputs)
     res_b = statistics.mean(len(r) for _, r, _, _ in inputs)
-    print(f"real calls: {len(calls)} calls in {len(runs)} runs from {', '.join(f.name for f in files)};"
+    print(f"real calls: {len(calls)} calls in {len(runs)} traces from {', '.join(_label(f) for f in files)};"
           f" {failed / len(calls):.0%} failed; arguments ~{arg_b:.0f} B, results ~{res_b:.0f} B on average"
           f" ({'rounds in this process' if in_process else 'each round in a fresh process'})")
     sizes = {source: sum(len(cs) for s, _, cs in traces if s == source) for source, _, _ in traces}
+    older: list[dict[str, Any]] = []
     if in_process:
         counted: list[int] = []
-        units = real_units(traces, counted)
+        units = real_units(traces, counted, peers=True)
         paired_round(units)
         results = [_round_result(traces, units, counted) for _ in range(pairs)]
     else:
-        results = [_child_round() for _ in range(pairs)]
-    overall = [(sum(e for e, _ in r["sources"].values()), sum(f for _, f in r["sources"].values())) for r in results]
-    ratio = report("all real calls", overall, len(calls), GOAL)
+        results = []
+        for _ in range(pairs):  # with --before, its rounds alternate with this checkout's
+            results.append(_child_round())
+            if before is not None:
+                older.append(_child_round(before))
+    ratio = report("all real calls", [_overall(r) for r in results], len(calls), GOAL)
     totals = {r["detections"] for r in results}
     print(f"  detections per round: {sorted(totals)[0]} (the same every round: {len(totals) == 1})")
     if per_source:
@@ -345,17 +390,64 @@ def bench_real(pairs: int, per_source: bool, in_process: bool = False) -> float 
     # pipeline itself costs a call, beside the same floor. No shortcut in the content
     # path can take the ratio below this figure.
     report("same runs, no content (pipeline alone)", [tuple(r["bare"]) for r in results], len(calls), None)
+    print(f"\nthe engine beside its peers on the same calls (issue 26; µs per call, medians of {len(results)}"
+          " rounds; ratios: medians of the per-round ratios):")
+    print("\n".join(target_table(_rows(results, sizes, len(calls)))))
+    if older:
+        print(f"\nbefore / after ({len(older)} rounds each, alternated; detections per round: before"
+              f" {sorted({r['detections'] for r in older})}, after {sorted(totals)}):")
+        print("\n".join(before_after_table(_rows(older, sizes, len(calls)), _rows(results, sizes, len(calls)),
+                                          f"{before} ({older[0]['engine']})")))
+    if stages:
+        print_stages(traces, len(calls))
+    if quality:
+        print("\ndetection quality on the labelled real runs (the same files):")
+        print("\n".join(quality_lines(files)))
     return ratio
 
 
-def _child_round() -> dict[str, Any]:
-    """:func:`real_round` in a new interpreter (this file's own, on this checkout)."""
+def _overall(result: dict[str, Any]) -> tuple[float, ...]:
+    return _total(list(result["sources"].values()))
+
+
+def _rows(results: Sequence[dict[str, Any]], sizes: dict[str, int], n: int) -> list[tuple[str, int, list[Any]]]:
+    """The target table's rows: each source, then all real calls."""
+    rows: list[tuple[str, int, list[Any]]] = [(source, k, [r["sources"][source] for r in results])
+                                              for source, k in sizes.items()]
+    return [*rows, ("all real calls", n, [_overall(r) for r in results])]
+
+
+def print_stages(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], calls: int) -> None:
+    """``--stages``: replay every real run into one fresh engine, in this process, and
+    print how many calls reached each stage of the engine's content path
+    (:func:`bench.engine_peers.read_stage_counts`)."""
+    engine = ProgressEngine(Config())
+    replay(engine, [ops for _, ops, _ in traces])
+    print(f"\nstages of the content path, over the {calls} real calls (one replay in this process):")
+    print("\n".join(stage_lines(read_stage_counts(engine), calls)))
+
+
+def _child_round(tree: Path | None = None) -> dict[str, Any]:
+    """:func:`real_round` in a new interpreter: this file's own, on this checkout's engine,
+    or (``tree``) on the engine of another checkout (its ``otel_progress`` imported
+    first, this checkout's ``bench`` after)."""
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "bench.bench_engine", "--real-round"], cwd=root,
-                          capture_output=True, text=True, check=False)
+    if tree is None:
+        cmd = [sys.executable, "-m", "bench.bench_engine", "--real-round"]
+    else:
+        cmd = [sys.executable, "-c", _OTHER_ENGINE, str(tree.resolve()), str(root)]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ValueError(f"a round failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout)
+
+
+#: A real round on another checkout's engine: its ``otel_progress`` first on the path,
+#: then this checkout's ``bench`` ahead of that checkout's.
+_OTHER_ENGINE = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import otel_progress; sys.path.insert(0, sys.argv[2]);"
+    " [sys.modules.pop(m) for m in list(sys.modules) if m == 'bench' or m.startswith('bench.')];"
+    " from bench.bench_engine import main; sys.exit(main(['--real-round']))")
 
 
 def _without_content(call: ToolCall) -> ToolCall:
@@ -426,16 +518,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory-per-run figures")
     parser.add_argument("--in-process", action="store_true",
                         help="real calls: run the rounds in this process (faster; see the module docstring)")
+    parser.add_argument("--before", metavar="TREE", type=Path,
+                        help="real calls: also time the engine of this checkout (e.g. a git worktree of main),"
+                             " rounds alternated, and print a before/after table")
+    parser.add_argument("--stages", action="store_true",
+                        help="real calls: print how many calls reach each stage of the engine's content path")
+    parser.add_argument("--no-quality", action="store_true",
+                        help="real calls: skip the detection-quality comparison on the labelled runs")
     parser.add_argument("--real-round", action="store_true", help=argparse.SUPPRESS)  # (one round, as JSON)
     args = parser.parse_args(argv)
     if args.real_round:
         print(json.dumps(real_round()))
         return 0
+    if args.before is not None and not (args.before / "otel_progress" / "engine").is_dir():
+        parser.error(f"--before {args.before}: not a checkout of otel-progress (no otel_progress/engine there)")
+    if args.before is not None and args.in_process:
+        parser.error("--before runs each round in a fresh process: it cannot be used with --in-process")
     if args.pairs < 7:
         parser.error("--pairs must be at least 7 (the figures are medians of at least 7 pairs)")
     if args.mode in ("real", "all"):
         try:
-            bench_real(args.pairs, args.per_source, args.in_process)
+            bench_real(args.pairs, args.per_source, args.in_process, args.before, args.stages,
+                       not args.no_quality)
         except (OSError, ValueError) as exc:
             print(f"real calls: cannot read the real runs: {exc}", file=sys.stderr)
             return 1

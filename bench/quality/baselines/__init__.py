@@ -1,5 +1,6 @@
 """Re-implementations of the loop detectors users would otherwise pick, from their
-documented rules in ``shared/research/peers.md``, each behind :class:`~.base.Detector`."""
+documented rules in ``shared/research/peers.md`` (Pydantic AI Harness: from its source,
+``pydantic_ai.py``), each behind :class:`~.base.Detector`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .openclaw import OpenClaw
 from .opencode import OpenCode
 from .openhands import OpenHandsV0, OpenHandsV1
 from .openlit import OpenLIT
+from .pydantic_ai import FingerprintGuard, PydanticLoopDetection
 from .roo_code import RooCode
 from .strict import StrictRepeat
 
@@ -21,6 +23,7 @@ __all__ = [
     "Cline",
     "CrewAIRepeatedInput",
     "Detector",
+    "FingerprintGuard",
     "GeminiCLI",
     "GooseRep002",
     "Monitor",
@@ -29,6 +32,7 @@ __all__ = [
     "OpenHandsV0",
     "OpenHandsV1",
     "OpenLIT",
+    "PydanticLoopDetection",
     "RooCode",
     "StrictRepeat",
     "baselines",
@@ -49,6 +53,7 @@ def baselines() -> list[Detector]:
         GooseRep002(),
         OpenClaw(),
         OpenLIT(),
+        PydanticLoopDetection(),
     ]
 
 
