@@ -257,7 +257,7 @@ _FUNCTION_WORDS = frozenset((
 #: only where a stretch starts or right after a quote: tried anywhere else they fail as they
 #: failed at the stretch's start (a suffix of a stretch without a digit has none), and
 #: retrying them at every position of a long stretch made the scan quadratic (3.7 ms on a
-#: 20 KB output). ``tests/engine/test_fact_tokens.py`` checks it against the plain pattern.
+#: 20 KB output). ``tests/engine/test_text_patterns.py`` checks it against the plain pattern.
 _FACT = re.compile(r"""(?:(?<!\S)|(?<=["']))(?:\S*\d\S*|https?://\S+|\S*[/\\]\S+|\S+@\S+)"""
                    r"""|"[^"]{1,80}"|'[^']{1,80}'""")
 _PROSE_MIN_WORDS = 6

@@ -1,6 +1,6 @@
-"""The fact-like token scan of :func:`otel_progress.evidence.content.same_prose` finds what
-the plain pattern it replaced finds, token for token (it only skips the positions where the
-plain pattern could not match: its linear-time form, see ``content._FACT``)."""
+"""The text patterns of the evidence layer that were rewritten for speed find what the plain
+patterns they replaced find, token for token: the fact-like tokens of
+:func:`otel_progress.evidence.content.same_prose`, the opaque-token candidates, content words."""
 
 from __future__ import annotations
 
@@ -35,3 +35,23 @@ def test_same_tokens_on_real_looking_outputs() -> None:
     for text in texts:
         assert _spans(content._FACT, text) == _spans(PLAIN, text)
     assert content._facts(texts[0]) >= {"12", "https://example.org/a?b=1", "me@example.org", "'abc'"}
+
+
+#: The opaque-token candidate as it was written before it opened with its first character.
+PLAIN_CANDIDATE = re.compile(r"(?<![\w+-])(?=[\w+.:-]*\d)[A-Za-z0-9][\w+.:-]{7,}(?<![.:-])(?![\w+-])")
+
+
+def test_opaque_candidates_as_the_plain_pattern_finds_them() -> None:
+    from otel_progress.evidence import opaque
+
+    rng = random.Random(27)
+    pieces = [*"aZ9_+.:-/ \n", "abc123def", "0x1f", "é", "\u0663", "E171:FA573:405053D"]
+    for _ in range(40_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert _spans(opaque._CANDIDATE, text) == _spans(PLAIN_CANDIDATE, text), text
+
+
+def test_content_words_of_ascii_and_other_texts() -> None:
+    assert content._words("The Quick brown FOX jumps over the lazy dog 42 times") == {
+        "quick", "brown", "fox", "jumps", "lazy", "dog", "times"}
+    assert content._words("Ärger über DIE Straße") == {"ärger", "über", "die", "straße"}
