@@ -222,7 +222,8 @@ class Pipeline:
         per-step comparisons use the process-local ``run.step_signature``."""
         assert step.signature_parts is not None
         d = self.digester
-        actions = [d.digest(normalise_action(f.tool, f.args)) for f in step.facts]
+        identity = self.fact_builder.texts.identity
+        actions = [d.digest(normalise_action(f.tool, identity(f.tool, f.args))) for f in step.facts]
         return d.text(_signature_text(step.signature_parts, actions))
 
     def run_step(self, run: RunState, calls: list[ToolCall]) -> Detection | None:

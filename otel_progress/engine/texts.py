@@ -52,6 +52,8 @@ class TextFacts:
         self.locations = locations
         self._want_action = want_action
         self._wait_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "wait")
+        #: The manifest's tools that declare what identifies a request (identity, ignore).
+        self._identities = {n: s for n, s in config.manifest.items() if s.declares_identity}
         #: Tool name -> :data:`Tool` (see :meth:`tool`).
         self.tools: dict[str, Tool] = {}
         self._requests: dict[tuple[str, str], Request] = {}
@@ -99,10 +101,12 @@ class TextFacts:
         be normalised: the call's facts then fail where they need it), whether the command
         waits on purpose, and the location the request names (location.py)."""
         args = parse_json_value(arguments)
-        try:  # d.arguments(args), without its second look at the already parsed value
-            args_bytes = orjson.dumps(args, option=_SORT)
+        # What identifies the request: the arguments, or the part the manifest declares.
+        ident = self.identity(name, args)
+        try:  # d.arguments(ident), without its second look at the already parsed value
+            args_bytes = orjson.dumps(ident, option=_SORT)
         except TypeError:  # (orjson.JSONEncodeError is one)
-            args_bytes = self.digester.arguments(args)
+            args_bytes = self.digester.arguments(ident)
         command = command_of(args) if type(args) is dict else None
         action: int | None = None
         if self._want_action and action_prefix is not None:
@@ -114,10 +118,16 @@ class TextFacts:
                 # canonical bytes are already the folded form (see folds_to_itself).
                 action = hash(action_prefix + args_bytes) & MASK
             else:
-                action = hash(normalise_action(name, args)) & MASK
+                action = hash(normalise_action(name, ident)) & MASK
         waits = command is not None and is_deliberate_wait(command)
         return (args, command, self.digester.digest(call_prefix + args_bytes), action, waits,
                 self.locations.request(args))
+
+    def identity(self, name: str, args: Any) -> Any:
+        """The part of ``name``'s parsed arguments that identifies a request: all of them,
+        unless the manifest declares the tool's ``identity`` or ``ignore`` paths."""
+        spec = self._identities.get(name) if self._identities else None
+        return args if spec is None else spec.request_identity(args)
 
     def text_result(self, text: str) -> TextResult:
         """:meth:`text_result_of`, kept for plain texts that came back before."""

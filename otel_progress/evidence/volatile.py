@@ -64,7 +64,13 @@ _BARS = re.compile(rf"{_BAR}{{3,}}|[ \t]{_BAR}{{1,2}}(?=\s)")
 _PROCESS = re.compile(r"(?:pid|PID|port|Port|PORT)[ =:#]+\d+")
 _LOCAL_PORT = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d{2,5}")
 _WS = re.compile(r"\s+")
-_ZEROS = str.maketrans("123456789", "000000000")
+# The shapes the patterns below are looked for in (as UTF-8 bytes: bytes.translate is a table
+# lookup a byte, where str.translate looks each character up in a dict, and a text cut to its
+# head and tail holds a non-ASCII "…"): every digit a 0, and every hex digit a 0.
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+_HEX = b"0123456789abcdefABCDEF"
+_HEX_ZEROS = bytes.maketrans(_HEX, b"0" * len(_HEX))
+_UNITS = (b"0s", b"0 s", b"0ms", b"0us", b"0ns", "0µs".encode())  # a duration's, in the digit shape
 
 
 def mask_volatile(text: str, progress: bool = False) -> str:
@@ -81,7 +87,7 @@ def mask_volatile(text: str, progress: bool = False) -> str:
         text = _TEMP.sub(MASK, text)
     if "0x" in text:
         text = _ADDRESS.sub(MASK, text)
-    if text.count("-") >= 4:
+    if text.count("-") >= 4 and b"0000-0000-0000-" in text.encode("utf-8", "surrogatepass").translate(_HEX_ZEROS):
         text = _UUID.sub(MASK, text)
     if ":" in text:
         text = _SOURCE_LINE.sub(r"\1:" + MASK, text)
@@ -89,13 +95,13 @@ def mask_volatile(text: str, progress: bool = False) -> str:
         text = _TRACEBACK_LINE.sub('", ' + MASK, text)
     # (the digit classes below are looked for in a copy with every digit a 0: a substring
     # test is far cheaper than a scan by a pattern that opens with a digit)
-    shape = text.translate(_ZEROS)
-    if "00:00" in shape:
+    shape = text.encode("utf-8", "surrogatepass").translate(_ZEROS)
+    if b"00:00" in shape:
         text = _TIME.sub(MASK, text)
-    if "0s" in shape or "0 s" in shape or "0ms" in shape or "0us" in shape or "0ns" in shape or "0µs" in shape:
+    if any(unit in shape for unit in _UNITS):
         text = _DURATION.sub(MASK, text)
     if progress:
-        if "0%" in shape:
+        if b"0%" in shape:
             text = _PERCENT.sub(MASK, text)
         text = _BARS.sub(" " + MASK, text)
     if "id" in text or "ID" in text or "ort" in text or "ORT" in text:

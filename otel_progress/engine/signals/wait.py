@@ -73,6 +73,8 @@ class WaitSignal(Signal):
         calls = step.calls
         for i, facts in enumerate(step.facts):
             spec = manifest.get(facts.tool) if manifest else None
+            if spec is not None and spec.kind == "call":
+                spec = None  # (an entry that only declares a request's identity: no wait role)
             if spec is not None and spec.kind == "write":
                 all_exempt = False
                 continue
