@@ -81,11 +81,11 @@ import orjson
 import otel_progress
 from bench.engine_peers import (
     before_after_table,
+    count_stages,
     fingerprint_pass,
     peer_inputs,
     pydantic_pass,
     quality_lines,
-    read_stage_counts,
     stage_lines,
     target_table,
 )
@@ -420,11 +420,11 @@ def _rows(results: Sequence[dict[str, Any]], sizes: dict[str, int], n: int) -> l
 def print_stages(traces: Sequence[tuple[str, list[Op], list[ToolCall]]], calls: int) -> None:
     """``--stages``: replay every real run into one fresh engine, in this process, and
     print how many calls reached each stage of the engine's content path
-    (:func:`bench.engine_peers.read_stage_counts`)."""
-    engine = ProgressEngine(Config())
-    replay(engine, [ops for _, ops, _ in traces])
+    (:func:`bench.engine_peers.count_stages`)."""
+    runs = [ops for _, ops, _ in traces]
+    counts = count_stages(lambda: replay(ProgressEngine(Config()), runs))
     print(f"\nstages of the content path, over the {calls} real calls (one replay in this process):")
-    print("\n".join(stage_lines(read_stage_counts(engine), calls)))
+    print("\n".join(stage_lines(counts, calls)))
 
 
 def _child_round(tree: Path | None = None) -> dict[str, Any]:

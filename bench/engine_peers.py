@@ -11,8 +11,8 @@ against, how it is printed, and the engine's stage counts.
   the two targets of issue 26 beside their figures: engine / Pydantic below 1x, engine /
   floor at most 3x.
 * :func:`before_after_table`: the same figures for two checkouts of the engine.
-* :func:`read_stage_counts`: the engine's counts of calls reaching each stage of its content
-  path, where the engine exposes them.
+* :func:`count_stages`: the number of calls reaching each stage of the engine's content
+  path, counted by wrapping the functions that do each stage (no counters in the engine).
 * :func:`quality_lines`: the labelled loops caught and no-loop runs flagged by the engine,
   the Pydantic port and the fingerprint guard on the labelled real runs, per source.
 """
@@ -27,8 +27,19 @@ from typing import Any
 from bench.quality.baselines.pydantic_ai import Fingerprint, LoopDetectionPort
 from otel_progress import NOT_CAPTURED, ToolCall
 
-__all__ = ["ENGINE_PYDANTIC_GOAL", "FLOOR_GOAL", "PeerInput", "before_after_table", "fingerprint_pass",
-           "peer_inputs", "pydantic_pass", "quality_lines", "read_stage_counts", "stage_lines", "target_table"]
+__all__ = [
+    "ENGINE_PYDANTIC_GOAL",
+    "FLOOR_GOAL",
+    "PeerInput",
+    "before_after_table",
+    "count_stages",
+    "fingerprint_pass",
+    "peer_inputs",
+    "pydantic_pass",
+    "quality_lines",
+    "stage_lines",
+    "target_table",
+]
 
 ENGINE_PYDANTIC_GOAL = 1.0  # engine / Pydantic port per real call: below (issue 26)
 FLOOR_GOAL = 3.0  # engine / floor per real call: at most (issues 16 and 26)
@@ -128,33 +139,58 @@ def before_after_table(before: Sequence[tuple[str, int, Times]], after: Sequence
 
 # -- the engine's stages ----------------------------------------------------------------
 
-def read_stage_counts(engine: Any) -> Mapping[str, int] | None:
-    """STAGE HOOK (issue 26; the engine's owner adds it in ``otel_progress/engine/``): the
-    number of calls that reached each stage of the engine's content path, as a mapping
-    stage -> calls, or None while the engine exposes no such count.
+#: The stages of the engine's content path, each counted at the function that does its
+#: work (stage name, module, owner attribute or None for a module function, function).
+STAGES: tuple[tuple[str, str, str | None, str], ...] = (
+    ("request parsed (not a recent text)", "otel_progress.engine.texts", "TextFacts", "_request"),
+    ("result: long JSON digested raw", "otel_progress.evidence.canonical", "Digester", "raw_result"),
+    ("result: plain text read (not recent)", "otel_progress.engine.texts", "TextFacts", "text_result_of"),
+    ("result: JSON or long text parsed", "otel_progress.engine.facts", "FactBuilder", "_result"),
+    ("failure read", "otel_progress.engine.facts", "FactBuilder", "_error"),
+    ("opaque tokens masked", "otel_progress.evidence.opaque", None, "mask_opaque"),
+    ("volatile tokens masked", "otel_progress.evidence.volatile", None, "mask_volatile"),
+    ("answers compared masked", "otel_progress.evidence.volatile", None, "answer_text"),
+    ("wordings compared (same request)", "otel_progress.evidence.content", None, "same_prose"),
+    ("location views compared", "otel_progress.evidence.views", "Views", "observe"),
+    ("answer sketches made", "otel_progress.evidence.views", "Sketch", "__init__"),
+)
 
-    Looked for, in order: a ``stage_counts()`` method of the engine, then a
-    ``stage_counts(engine)`` or ``stage_counts()`` function of ``otel_progress.engine``.
-    Wire the final name in here once the hook is merged."""
-    method = getattr(engine, "stage_counts", None)
-    if callable(method):
-        return dict(method())
-    import otel_progress.engine as engine_module
 
-    function: Callable[..., Mapping[str, int]] | None = getattr(engine_module, "stage_counts", None)
-    if function is None:
-        return None
+def count_stages(run: Callable[[], Any]) -> dict[str, int]:
+    """The number of calls of each stage's function (:data:`STAGES`) while ``run()`` runs:
+    each function is wrapped by a counter for the time of the call and restored after it
+    (in the bench's own untimed pass: the engine carries no counters). A function this
+    checkout does not have counts as absent (left out)."""
+    import importlib
+
+    counts: dict[str, int] = {}
+    restore: list[tuple[Any, str, Any]] = []
+
+    def counted(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[stage] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
     try:
-        return dict(function(engine))
-    except TypeError:
-        return dict(function())
+        for stage, module_name, owner_name, name in STAGES:
+            module = importlib.import_module(module_name)
+            owner = getattr(module, owner_name) if owner_name else module
+            function = getattr(owner, name, None)
+            if function is None:
+                continue
+            counts[stage] = 0
+            restore.append((owner, name, function))
+            setattr(owner, name, counted(stage, function))
+        run()
+    finally:
+        for owner, name, function in reversed(restore):
+            setattr(owner, name, function)
+    return counts
 
 
-def stage_lines(counts: Mapping[str, int] | None, calls: int) -> list[str]:
+def stage_lines(counts: Mapping[str, int], calls: int) -> list[str]:
     """The ``--stages`` figures: calls reaching each stage, with their share of all calls."""
-    if counts is None:
-        return ["  stage counts: not available: otel_progress.engine exposes no stage_counts() on this"
-                " checkout (the engine's stage hooks, issue 26, are not merged yet)"]
     return [f"  {stage:<36} {n:>7} calls ({n / calls:6.1%} of {calls})" for stage, n in counts.items()]
 
 

@@ -10,15 +10,16 @@ import pytest
 
 from bench.bench_engine import main, paired_round, real_units, record_replay
 from bench.engine_peers import (
+    count_stages,
     fingerprint_pass,
     peer_inputs,
     pydantic_pass,
-    read_stage_counts,
     stage_lines,
     target_table,
 )
 from otel_progress import Config, ProgressEngine, ToolCall
 from otel_progress.service.otlp import span_record
+from tests.engine.helpers import as_json, call, make_calls
 from tests.service.helpers import loop_trace, progressing_trace
 
 
@@ -61,18 +62,28 @@ def test_the_target_table_says_whether_each_goal_is_met() -> None:
     assert "130.0µs" in slow_line and "3.42x (not met)" in slow_line and "13.0x (not met)" in slow_line
 
 
-def test_stage_counts_are_read_where_the_engine_has_them() -> None:
-    engine = ProgressEngine(Config())
-    counts = read_stage_counts(engine)
-    if counts is None:  # the engine's hook is not there yet: said so, not invented
-        assert "not available" in stage_lines(None, 10)[0]
+def test_stage_counts_count_the_calls_reaching_each_stage() -> None:
+    """A new plain-text answer is read once; the same request answered again in other words
+    is compared (same_prose); every wrapper is removed afterwards."""
+    from otel_progress.evidence import content
 
-    class WithStages:
-        def stage_counts(self) -> dict[str, int]:
-            return {"digest": 10, "parse": 4}
+    before = content.same_prose
+    text = "The service answered that the deployment is still waiting for an approval from the owner"
+    other = "The owner has not approved it yet, so the deployment is still waiting for that approval"
+    calls = make_calls([call("ask", as_json({"q": "status"}), t) for t in (text, other, text)])
 
-    assert read_stage_counts(WithStages()) == {"digest": 10, "parse": 4}
-    assert "4 calls ( 40.0% of 10)" in stage_lines({"digest": 10, "parse": 4}, 10)[1]
+    def feed() -> None:
+        engine = ProgressEngine(Config())
+        for c in calls:
+            engine.observe(c, flush=True)
+
+    counts = count_stages(feed)
+    assert counts["request parsed (not a recent text)"] == 1  # (the same argument text thrice)
+    assert counts["result: plain text read (not recent)"] == 2
+    assert counts["wordings compared (same request)"] >= 1
+    assert counts["location views compared"] == 0
+    assert content.same_prose is before
+    assert "2 calls ( 20.0% of 10)" in "\n".join(stage_lines(counts, 10))
 
 
 def test_before_must_be_a_checkout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
