@@ -15,6 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from ..evidence.blobs import holds_blob
 from ..evidence.canonical import Digester
 from ..evidence.content import (
     Field,
@@ -198,7 +199,9 @@ class FactBuilder:
         previous answer to the request, and the location it shows with whether that was
         looked for already (``learns``: the tool is a wait tool or the request a repeat,
         where volatile fields are learned or a wait status parsed)."""
-        if type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not learns:
+        if type(result) is str and holds_blob(result):
+            pass  # (a blob is compared by its descriptor: the parsed path, below)
+        elif type(result) is str and len(result) >= _RAW_MIN and result[:1] in _JSON_OPEN and not learns:
             # A long JSON result of a tool without volatile fields, with no waiting status
             # to parse for the implicit wait check, answering a request that is not a
             # repeat (where volatile fields are learned): digest it as received. It is

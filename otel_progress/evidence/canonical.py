@@ -26,6 +26,8 @@ from typing import Any
 import blake3
 import orjson
 
+from .blobs import describe, may_hold_blob
+
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "Digester",
@@ -552,9 +554,13 @@ class Digester:
         JSON results lose their volatile keys at any depth (``tool`` names the tool, so
         that results of a tool whose schema has none need not be searched each time).
         Plain-text results have ISO-8601 timestamps folded to ``<ts>``, so a reply that
-        differs from the last one only in the time it was served is the same reply.
+        differs from the last one only in the time it was served is the same reply. A
+        result given as text that may hold a blob (a screenshot, a data URL: blobs.py) has
+        each blob replaced by its descriptor, in the parsed result too.
         """
         parsed = parse_json_value(result)
+        if type(result) is str and may_hold_blob(result):
+            parsed = describe(parsed)
         if isinstance(parsed, str):
             text = parsed.strip()
             if len(text) <= _MAX_TEXT_FOLD and "-" in text and _TIMESTAMP_HINT.search(text) is not None:
