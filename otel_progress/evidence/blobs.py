@@ -14,9 +14,10 @@ rest of the result (its text parts, caption, URL, MIME type fields) is compared 
 The size class is the decoded size rounded up to a power of two: a picture that grew
 from 40 to 50 KB is the same class, one of another order of size is not.
 
-The check is made only where a blob can be: in a text of 1 KiB or more with few spaces
-(base64 has none), or one that holds ``;base64,`` (:func:`may_hold_blob`, a few substring
-counts); :func:`describe_text` and :func:`describe` then find and replace the blobs.
+The check is made only where a blob makes up much of a text (:func:`may_hold_blob`: three
+windows of 256 characters, about a microsecond whatever the size: a check of the whole
+text on every result would cost as much as digesting it); :func:`describe_text` and
+:func:`describe` then find and replace every blob in it.
 """
 
 from __future__ import annotations
@@ -36,14 +37,29 @@ _MAGIC = (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg"), ("R0lGOD", "imag
           ("UklGR", "image/webp"), ("JVBERi0", "application/pdf"))
 
 
+#: The base64 alphabet as one byte, every other byte as another (bytes.translate): a
+#: payload's shape is then a run of MIN_BLOB equal bytes, found by a substring search.
+_SHAPE = bytes.maketrans(b"".join(bytes((c,)) for c in range(256)),
+                         bytes(97 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/") else 32
+                               for c in range(256)))
+_SHAPE_RUN = b"a" * MIN_BLOB
+
+
 def may_hold_blob(text: str) -> bool:
-    """Whether ``text`` may hold a blob (a cheap, one-sided test: False means it holds
-    none): a data URL's ``;base64,``, or 1 KiB or more with under one space in 32
-    characters."""
-    if ";base64," in text:
-        return True
+    """Whether ``text`` may hold a blob that makes up much of it (a cheap, one-sided test,
+    about a microsecond whatever the size: False means it holds none that is a quarter of
+    it or more): 1 KiB or more, and a 256-character window at a quarter, half or three
+    quarters of it made only of base64 characters. A payload that is most of a result
+    (a screenshot beside its page's text) covers one of the three; a small one inside a
+    long text is part of that text."""
     n = len(text)
-    return n >= _MIN_TEXT and text.count(" ") * 32 < n
+    if n < _MIN_TEXT:
+        return False
+    for start in (n >> 2, n >> 1, (3 * n) >> 2):
+        window = text[start:start + MIN_BLOB]
+        if window.encode("utf-8", "surrogatepass").translate(_SHAPE) == _SHAPE_RUN:
+            return True
+    return False
 
 
 def holds_blob(text: str) -> bool:
