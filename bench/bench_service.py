@@ -61,6 +61,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.service_perf import PerfRecording, perf_available, report_lines  # noqa: E402
 from bench.service_roles import (  # noqa: E402
     Sink,
     _spawn,
@@ -174,10 +175,14 @@ def start_target(target: str, sink: int, workdir: Path, collector: str | None,
 
 
 def measure(target: str, method: str, requests_file: str, units: int, warm_units: int, sink: Sink,
-            opts: argparse.Namespace, workdir: Path, collector: str | None, forwards: bool) -> dict[str, Any]:
-    """One target, one load: CPU seconds per unit (span or record) and the rate reached."""
+            opts: argparse.Namespace, workdir: Path, collector: str | None, forwards: bool,
+            perf: Path | None = None) -> dict[str, Any]:
+    """One target, one load: CPU seconds per unit (span or record) and the rate reached
+    (``perf``: a native profile of the target recorded there while the measured requests
+    are handled)."""
     proc, port = start_target(target, sink.port, workdir, collector, getattr(opts, "baseline_tree", None))
     client = None
+    recording = PerfRecording(proc.pid, perf) if perf is not None else None
     try:
         base_spans, base_records = sink.count()
         client = _spawn([__file__, "--role", "client", "--port", str(port), "--requests-file", requests_file,
@@ -191,6 +196,8 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
             sink.wait_for(base_spans + (0 if logs else warm_units), base_records + (warm_units if logs else 0))
         time.sleep(0.3)
         before_sink = sink.count()
+        if recording is not None:
+            recording.start()
         cpu0 = cpu_seconds(proc.pid)
         t0 = time.monotonic()
         client.stdin.write("go\n")
@@ -200,6 +207,8 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
             sink.wait_for(before_sink[0] + (0 if logs else units), before_sink[1] + (units if logs else 0))
         cpu1 = cpu_seconds(proc.pid)
         wall = time.monotonic() - t0
+        if recording is not None:
+            recording.stop()
         sent = result["units"]
         return {"cpu_us": (cpu1 - cpu0) / max(1, sent) * 1e6, "rate": sent / max(1e-9, result["seconds"]),
                 "errors": result["errors"], "units": sent, "wall": wall, "cpu_share": (cpu1 - cpu0) / wall}
@@ -356,6 +365,8 @@ def main() -> int:
                    help="also measure a Python pass-through hop (slim parse + gzip forward): the gRPC floor")
     p.add_argument("--floors", action="store_true",
                    help="the pass-through hop and serve inline with a null engine (diagnostic targets)")
+    p.add_argument("--perf", action="store_true",
+                   help="then a native profile (Linux perf) of serve inline on agent traffic, by library")
     p.add_argument("--baseline-tree", type=Path,
                    help="a checkout of an earlier commit: its serve measured in the same rounds (before/after)")
     opts, rest = p.parse_known_args()
@@ -420,12 +431,34 @@ def compare(opts: argparse.Namespace) -> int:
         serves += [f"serve {m}{BEFORE}" for m in modes] if opts.baseline_tree is not None else []
         targets = {w: ["collector", *extra, *serves] for w in workloads}
         results = run_rounds(loads, targets, opts, workdir, collector)
+        profiled = native_profile(loads, opts, workdir, collector) if opts.perf else []
     print()
     ratios = report(results, "span", GOALS)
     print_stages(profile, ratios)
     if opts.baseline_tree is not None:
         before_after(ratios, profile, workloads, modes)
+    if profiled:
+        print("\n  serve inline on agent traffic, by library (perf, one more measured run):")
+        print("\n".join(profiled))
     return 0
+
+
+def native_profile(loads: dict[str, tuple[str, str, int, int]], opts: argparse.Namespace, workdir: Path,
+                   collector: str | None) -> list[str]:
+    """One more run of serve inline on agent traffic under ``perf record``: the report's
+    lines (bench/service_perf.py), or why there is none."""
+    if "agent" not in loads:
+        return ["  (no agent workload)"]
+    if not perf_available():
+        return ["  (perf is missing or not permitted here: no native profile)"]
+    method, path, units, warm = loads["agent"]
+    sink = Sink()
+    try:
+        out = workdir / "serve-inline.perf"
+        res = measure("serve inline", method, path, units, warm, sink, opts, workdir, collector, True, perf=out)
+    finally:
+        sink.close()
+    return [f"  ({res['cpu_us']:.2f} us CPU per span in this run)", *report_lines(out, res["cpu_us"])]
 
 
 if __name__ == "__main__":
