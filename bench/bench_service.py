@@ -28,244 +28,63 @@ rounds of the per-round ratios. The goals (issue 16) are printed beside them. Th
 share is the engine alone on the workload's tool calls (``ProgressEngine.observe``) per
 span. Exit status 0 whether or not the goals are met: the figures are for reading.
 
-``--role sink`` is the sink alone (bench_service_limits uses it).
+With ``--baseline-tree PATH`` (a checkout of an earlier commit: ``git worktree add
+/tmp/serve-before <commit>``) every serve target is measured from that tree too, in the same
+rounds (``serve inline (before)``), and a before/after table ends the report. ``--floors``
+adds two diagnostic targets: the pass-through hop (the service's gRPC server and forwarder,
+each request read slim and forwarded: the floor of a Python hop) and ``serve inline, null
+engine`` (serve with an engine that finds nothing at no cost: its own work without the
+engine's). The stage profile (``where serve inline's CPU goes``) replays the same requests in
+one process per tree: gunzip of the request and gzip of the forward (zlib with grpcio's
+settings), the decode stage, run tracking (with a null engine, minus decoding), the engine
+and annotation (minus the null engine); the rest of serve inline's figure is gRPC and threads.
+
+The processes it starts are in bench/service_roles.py; ``--role sink`` is the sink alone
+(bench_service_limits uses it).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import pickle
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent import futures
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.service_perf import PerfRecording, perf_available, report_lines  # noqa: E402
+from bench.service_roles import (  # noqa: E402
+    Sink,
+    _spawn,
+    cpu_seconds,
+    free_port,
+    gzip_stage,
+    role_client,
+    role_passthrough,
+    role_serve,
+    role_sink,
+    role_stages,
+    stop_process,
+    wait_port,
+)
+
+__all__ = ["LOGS_METHOD", "TRACES_METHOD", "collector_binary", "free_port", "measure", "report", "run_rounds",
+           "stop_process", "wait_port", "write_requests"]
+
 TRACES_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LOGS_METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 GOALS = {"inline": 1.5, "tap": 1.1, "logs inline": 1.5, "logs tap": 1.5}
-_CLK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with closing(socket.socket()) as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"port {port} did not open")
-
-
-def pin(cpu: int) -> None:
-    if hasattr(os, "sched_setaffinity") and cpu < (os.cpu_count() or 1):
-        os.sched_setaffinity(0, {cpu})
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process, all its threads."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM, then SIGKILL after 15 s; nothing if it already ended."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def _spawn(args: list[str], **kw: Any) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen([sys.executable, *args], env=env, text=True, **kw)
-
-
-# -- the sink ---------------------------------------------------------------------------
-
-
-def role_sink(port: int, control: bool) -> None:
-    """Acknowledges traces and logs; with ``control``, answers ``count`` on stdin with the
-    spans and log records received so far."""
-    import grpc
-
-    from otel_progress.service.otlp import SlimRequest
-
-    pin(1)
-    lock = threading.Lock()
-    totals = {"spans": 0, "records": 0}
-    slim_logs = _slim_logs_type()
-
-    def traces(raw: bytes, ctx: Any) -> bytes:
-        if control:
-            n = sum(len(ss.spans) for rs in SlimRequest.FromString(raw).resource_spans for ss in rs.scope_spans)
-            with lock:
-                totals["spans"] += n
-        return b""
-
-    def logs(raw: bytes, ctx: Any) -> bytes:
-        if control:
-            n = sum(len(sl.log_records) for rl in slim_logs.FromString(raw).resource_logs for sl in rl.scope_logs)
-            with lock:
-                totals["records"] += n
-        return b""
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
-                         options=[("grpc.max_receive_message_length", 256 << 20), ("grpc.so_reuseport", 0)])
-    for service, handler in (("opentelemetry.proto.collector.trace.v1.TraceService", traces),
-                             ("opentelemetry.proto.collector.logs.v1.LogsService", logs),
-                             ("opentelemetry.proto.collector.metrics.v1.MetricsService", lambda raw, ctx: b"")):
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {
-            "Export": grpc.unary_unary_rpc_method_handler(handler, request_deserializer=None,
-                                                          response_serializer=None)}),))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    if not control:
-        server.wait_for_termination()  # until SIGTERM
-        return
-    for line in sys.stdin:
-        if line.strip() == "count":
-            with lock:
-                print(f"{totals['spans']} {totals['records']}", flush=True)
-    server.stop(0)
-
-
-def _slim_logs_type() -> Any:
-    """ExportLogsServiceRequest -> ResourceLogs -> ScopeLogs -> records as bytes."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    f = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(name="bench_slim_logs.proto", package="bench", syntax="proto3")
-    for name, field_no, type_name in (("Req", 1, ".bench.RL"), ("RL", 2, ".bench.SL")):
-        msg = fdp.message_type.add(name=name)
-        msg.field.add(name="resource_logs" if name == "Req" else "scope_logs", number=field_no,
-                      type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED, type_name=type_name)
-    fdp.message_type.add(name="SL").field.add(name="log_records", number=2, type=f.TYPE_BYTES,
-                                              label=f.LABEL_REPEATED)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("bench.Req"))
-
-
-class Sink:
-    """The sink process, with its counters."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc = _spawn([__file__, "--role", "sink", "--port", str(self.port), "--control"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        wait_port(self.port)
-
-    def count(self) -> tuple[int, int]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("count\n")
-        self.proc.stdin.flush()
-        spans, records = self.proc.stdout.readline().split()
-        return int(spans), int(records)
-
-    def wait_for(self, spans: int, records: int, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = self.count()
-            if got[0] >= spans and got[1] >= records:
-                return True
-            time.sleep(0.02)
-        return False
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        stop_process(self.proc)
-
-
-# -- the client -------------------------------------------------------------------------
-
-
-def role_client(port: int, requests_file: str, method: str, rate: float, warmup: int, concurrency: int) -> None:
-    """Sends the warm-up requests, says ``warm``, waits for ``go`` on stdin, sends the rest
-    at ``rate`` units (spans or records) per second and prints what it sent."""
-    import grpc
-
-    pin(1)
-    with open(requests_file, "rb") as fh:
-        requests: list[tuple[bytes, int]] = pickle.load(fh)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 256 << 20)])
-    call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
-    grpc.channel_ready_future(channel).result(timeout=30)
-
-    def send(batch: list[tuple[bytes, int]], paced: bool) -> dict[str, Any]:
-        lock = threading.Lock()
-        state = {"next": 0, "ok": 0, "units": 0, "errors": 0}
-        t0 = time.monotonic()
-        due = [0.0] * len(batch)
-        elapsed = 0.0
-        for i in range(len(batch)):
-            due[i] = elapsed
-            elapsed += batch[i][1] / rate if paced else 0.0
-
-        def worker() -> None:
-            while True:
-                with lock:
-                    i = state["next"]
-                    if i >= len(batch):
-                        return
-                    state["next"] += 1
-                wait = t0 + due[i] - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                raw, units = batch[i]
-                try:
-                    call(raw, timeout=30, compression=grpc.Compression.Gzip)
-                    ok = True
-                except grpc.RpcError as exc:
-                    ok = False
-                    if state["errors"] < 3:
-                        print(f"client: {exc.code()} {exc.details()[:200]}", file=sys.stderr)
-                with lock:
-                    if ok:
-                        state["ok"] += 1
-                        state["units"] += units
-                    else:
-                        state["errors"] += 1
-
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        state["seconds"] = time.monotonic() - t0
-        return state
-
-    send(requests[:warmup], paced=False)
-    print("warm", flush=True)
-    sys.stdin.readline()
-    result = send(requests[warmup:], paced=True)
-    print(json.dumps(result), flush=True)
-    channel.close()
+BEFORE = " (before)"
+NULL_ENGINE = "serve inline, null engine"
 
 
 # -- targets ----------------------------------------------------------------------------
@@ -319,48 +138,17 @@ service:
 """
 
 
-def role_passthrough(port: int, sink: int) -> None:
-    """A diagnostic target: the service's gRPC server set-up and forwarders (gzip), reading
-    each request slim and forwarding its bytes (traces and logs): the floor of a Python
-    gRPC hop that acknowledges after the forward, as serve's inline mode does."""
-    import grpc
 
-    from otel_progress.service.forwarder import Forwarder
-    from otel_progress.service.logs import ExportLogsServiceResponse, LogsForwarder
-    from otel_progress.service.otlp import ExportTraceServiceResponse, SlimRequest
-
-    SlimLogsRequest = _slim_logs_type()  # (the bench's own: a checkout from before it had one)
-
-    pin(0)
-    forwarders = {"traces": Forwarder(f"127.0.0.1:{sink}"), "logs": LogsForwarder(f"127.0.0.1:{sink}")}
-
-    def handler(kind: str, slim: Any, response: Any) -> Any:
-        fwd = forwarders[kind]
-
-        def export(raw: bytes, context: grpc.ServicerContext) -> Any:
-            slim.FromString(raw)
-            result = fwd.forward(raw)
-            if not result.ok:
-                context.abort(grpc.StatusCode.UNAVAILABLE, result.message)
-            return response()
-
-        return grpc.unary_unary_rpc_method_handler(export, request_deserializer=None,
-                                                   response_serializer=response.SerializeToString)
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=20),
-                         options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((
-        grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService",
-                                             {"Export": handler("traces", SlimRequest, ExportTraceServiceResponse)}),
-        grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService",
-                                             {"Export": handler("logs", SlimLogsRequest, ExportLogsServiceResponse)}),
-    ))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    server.wait_for_termination()  # until SIGTERM
+def _mode(target: str) -> str:
+    """``inline`` or ``tap`` for a serve target (its name without the tree's suffix)."""
+    return "tap" if target.removesuffix(BEFORE).endswith("tap") else "inline"
 
 
-def start_target(target: str, sink: int, workdir: Path, collector: str | None) -> tuple[subprocess.Popen[Any], int]:
+def start_target(target: str, sink: int, workdir: Path, collector: str | None,
+                 baseline: Path | None = None) -> tuple[subprocess.Popen[Any], int]:
+    """A target's process and port: the Collector, the pass-through, or ``otel-progress
+    serve`` (of ``baseline`` for a ``(before)`` target; with a null engine for
+    :data:`NULL_ENGINE`)."""
     port = free_port()
     if target == "pass-through":
         proc = _spawn([__file__, "--role", "passthrough", "--port", str(port), "--sink", str(sink)])
@@ -373,23 +161,28 @@ def start_target(target: str, sink: int, workdir: Path, collector: str | None) -
             (os.cpu_count() or 1) > 1 else [collector, "--config", str(cfg)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:
-        mode = "tap" if target.endswith("tap") else "inline"
+        mode = _mode(target)
         endpoint = ["--tap-endpoint", f"127.0.0.1:{sink}"] if mode == "tap" else []
-        proc = _spawn(["-c", "import os,sys; os.sched_setaffinity(0,{0}) if os.cpu_count()>1 else None;"
-                       " from otel_progress.cli import main; sys.exit(main(sys.argv[1:]))",
+        tree = baseline if target.endswith(BEFORE) and baseline is not None else REPO
+        role = "serve-null" if target == NULL_ENGINE else "serve"
+        proc = _spawn([__file__, "--role", role, "--",
                        "serve", "--mode", mode, "--listen", f"127.0.0.1:{port}",
                        "--forward-endpoint", f"127.0.0.1:{sink}", *endpoint,
                        "--health-listen", "", "--log-level", "warning", "--max-receive-mib", "64"],
-                      stderr=subprocess.DEVNULL)
+                      tree=tree, stderr=subprocess.DEVNULL)
     wait_port(port)
     return proc, port
 
 
 def measure(target: str, method: str, requests_file: str, units: int, warm_units: int, sink: Sink,
-            opts: argparse.Namespace, workdir: Path, collector: str | None, forwards: bool) -> dict[str, Any]:
-    """One target, one load: CPU seconds per unit (span or record) and the rate reached."""
-    proc, port = start_target(target, sink.port, workdir, collector)
+            opts: argparse.Namespace, workdir: Path, collector: str | None, forwards: bool,
+            perf: Path | None = None) -> dict[str, Any]:
+    """One target, one load: CPU seconds per unit (span or record) and the rate reached
+    (``perf``: a native profile of the target recorded there while the measured requests
+    are handled)."""
+    proc, port = start_target(target, sink.port, workdir, collector, getattr(opts, "baseline_tree", None))
     client = None
+    recording = PerfRecording(proc.pid, perf) if perf is not None else None
     try:
         base_spans, base_records = sink.count()
         client = _spawn([__file__, "--role", "client", "--port", str(port), "--requests-file", requests_file,
@@ -403,6 +196,8 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
             sink.wait_for(base_spans + (0 if logs else warm_units), base_records + (warm_units if logs else 0))
         time.sleep(0.3)
         before_sink = sink.count()
+        if recording is not None:
+            recording.start()
         cpu0 = cpu_seconds(proc.pid)
         t0 = time.monotonic()
         client.stdin.write("go\n")
@@ -412,6 +207,8 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
             sink.wait_for(before_sink[0] + (0 if logs else units), before_sink[1] + (units if logs else 0))
         cpu1 = cpu_seconds(proc.pid)
         wall = time.monotonic() - t0
+        if recording is not None:
+            recording.stop()
         sent = result["units"]
         return {"cpu_us": (cpu1 - cpu0) / max(1, sent) * 1e6, "rate": sent / max(1e-9, result["seconds"]),
                 "errors": result["errors"], "units": sent, "wall": wall, "cpu_share": (cpu1 - cpu0) / wall}
@@ -420,74 +217,6 @@ def measure(target: str, method: str, requests_file: str, units: int, warm_units
             stop_process(client)
         stop_process(proc)
 
-
-def _null_engine() -> Any:
-    """An engine that finds nothing at no cost: the service's work without the engine's."""
-    from otel_progress import Config, ProgressEngine
-
-    class NullEngine(ProgressEngine):
-        def observe(self, call: Any, flush: bool = False) -> list[Any]:
-            return []
-
-        def flush(self, *args: Any, **kwargs: Any) -> list[Any]:
-            return []
-
-        def record_tokens(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-        def run_state(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-        def end_run(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-        def end_trace(self, *args: Any, **kwargs: Any) -> list[Any]:
-            return []
-
-    return NullEngine(Config())
-
-
-def in_process(requests: list[tuple[bytes, int]], warmup: int, mode: str, null: bool = False) -> float:
-    """The service's work on the requests in this process, without gRPC: the detector's
-    ``process`` and the annotation (inline) or the annotation spans (tap); CPU
-    microseconds per span. ``null``: with an engine that finds nothing at no cost."""
-    from otel_progress import Config, ProgressEngine
-    from otel_progress.service import annotate
-    from otel_progress.service.detector import BatchDetector
-
-    detector = BatchDetector(_null_engine() if null else ProgressEngine(Config()))
-    gc.collect()
-    gc.freeze()  # as otel-progress serve tunes its process's collector (service.run._tune_gc)
-    thresholds = gc.get_threshold()
-    gc.set_threshold(10_000, 10, 10)
-
-    def run(batch: list[tuple[bytes, int]]) -> None:
-        for raw, _n in batch:
-            result = detector.process(raw)
-            if mode == "inline" and result.placements:
-                annotate.annotated_request(raw, result.placements)
-            elif mode == "tap" and result.new_detections:
-                annotate.tap_items(raw, result.placements, result.new_detections)
-
-    try:
-        run(requests[:warmup])
-        spans = sum(n for _, n in requests[warmup:])
-        t0 = time.process_time()
-        run(requests[warmup:])
-        return (time.process_time() - t0) / spans * 1e6
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
-
-
-def breakdown(requests: list[tuple[bytes, int]], warmup: int, rounds: int = 3) -> dict[str, float]:
-    """Medians over alternated rounds: serve inline's detection work with the engine and
-    with a null engine (the difference: the engine and the annotation of what it found)."""
-    real, null = [], []
-    for _ in range(rounds):
-        real.append(in_process(requests, warmup, "inline"))
-        null.append(in_process(requests, warmup, "inline", null=True))
-    return {"total_us": statistics.median(real), "rest_us": statistics.median(null)}
 
 
 def write_requests(path: Path, requests: list[tuple[bytes, int]]) -> None:
@@ -526,9 +255,9 @@ def run_rounds(loads: dict[str, tuple[str, str, int, int]], targets: dict[str, l
                 order = names[r % len(names):] + names[:r % len(names)]
                 for target in order:
                     res = measure(target, method, path, units, warm_units, sink, opts, workdir, collector,
-                                  forwards=not target.endswith("tap"))
+                                  forwards=target in ("collector", "pass-through") or _mode(target) != "tap")
                     out[workload][target].append(res)
-                    print(f"  round {r + 1} {workload:<6} {target:<10} {res['cpu_us']:8.2f} us CPU per unit"
+                    print(f"  round {r + 1} {workload:<6} {target:<25} {res['cpu_us']:8.2f} us CPU per unit"
                           f"  ({res['rate']:,.0f}/s, {res['errors']} errors, CPU {res['cpu_share']:.0%})",
                           flush=True)
     finally:
@@ -537,28 +266,88 @@ def run_rounds(loads: dict[str, tuple[str, str, int, int]], targets: dict[str, l
 
 
 def report(results: dict[str, dict[str, list[Any]]], label: str, goals: dict[str, float]) -> dict[str, float]:
-    """Print the medians and ratios; returns target -> median ratio."""
+    """Print the medians and ratios, each serve mode's beside its goal; returns
+    ``"<workload> <target>"`` -> median ratio (``"<workload> hop"``: the hop's CPU per unit)."""
     ratios: dict[str, float] = {}
     for workload, by_target in results.items():
         hop = by_target["collector"]
         for target, rows in by_target.items():
             med = statistics.median(x["cpu_us"] for x in rows)
             if target == "collector":
-                print(f"  {workload:<6} {'Collector hop':<16} {med:8.2f} us CPU per {label}")
+                print(f"  {workload:<6} {'Collector hop':<26} {med:8.2f} us CPU per {label}")
+                ratios[f"{workload} hop"] = med
                 continue
             per_round = [x["cpu_us"] / h["cpu_us"] for x, h in zip(rows, hop, strict=True) if h["cpu_us"]]
             ratio = statistics.median(per_round) if per_round else float("nan")
             key = target.replace("serve ", "")
-            goal = goals.get(key) if workload in ("agent", "logs") else None
+            goal = goals.get(key.removesuffix(BEFORE)) if workload in ("agent", "logs") else None
             verdict = "" if goal is None else f"  (goal <= {goal:.2f}x: {'met' if ratio <= goal else 'NOT met'})"
-            print(f"  {workload:<6} {target:<16} {med:8.2f} us CPU per {label}   {ratio:5.2f}x the hop{verdict}")
+            print(f"  {workload:<6} {target:<26} {med:8.2f} us CPU per {label}   {ratio:5.2f}x the hop{verdict}")
             ratios[f"{workload} {key}"] = ratio
+            ratios[f"{workload} {key} us"] = med
     return ratios
+
+
+def stages(workdir: Path, workloads: list[str], opts: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
+    """tree -> workload -> the stage profile (service_roles.role_stages, in a fresh process
+    per tree and workload; gzip and gunzip measured here, the same for both trees)."""
+    trees = {"after": REPO, **({"before": opts.baseline_tree} if opts.baseline_tree else {})}
+    out: dict[str, dict[str, dict[str, float]]] = {name: {} for name in trees}
+    for workload in workloads:
+        path = workdir / f"{workload}.pickle"
+        requests = pickle.loads(path.read_bytes())
+        gunzip, gzip = gzip_stage(requests, opts.warmup_requests)
+        for name, tree in trees.items():
+            proc = _spawn([__file__, "--role", "stages", "--requests-file", str(path),
+                           "--warmup-requests", str(opts.warmup_requests)], tree=tree, stdout=subprocess.PIPE)
+            stdout, _ = proc.communicate(timeout=1800)
+            out[name][workload] = {**json.loads(stdout.strip().splitlines()[-1]), "gunzip_us": gunzip,
+                                   "gzip_us": gzip}
+    return out
+
+
+def print_stages(profile: dict[str, dict[str, dict[str, float]]], ratios: dict[str, float]) -> None:
+    """Where serve inline's CPU goes, stage by stage, per tree and workload."""
+    print("\n  where serve inline's CPU goes, us per span (the same requests in one process, without gRPC;"
+          " gRPC and threads: the rest of serve inline's figure):")
+    print(f"  {'':<15} {'gunzip':>7} {'decode':>7} {'runs':>7} {'engine':>7} {'gzip':>7} {'rest':>7} {'serve':>7}")
+    for tree, by_workload in profile.items():
+        for workload, b in by_workload.items():
+            serve = ratios.get(f"{workload} inline{BEFORE if tree == 'before' else ''} us", float("nan"))
+            runs = b["rest_us"] - b["decode_us"]
+            engine = b["total_us"] - b["rest_us"]
+            rest = serve - b["total_us"] - b["gunzip_us"] - b["gzip_us"]
+            print(f"  {tree + ' ' + workload:<15} {b['gunzip_us']:7.2f} {b['decode_us']:7.2f} {runs:7.2f}"
+                  f" {engine:7.2f} {b['gzip_us']:7.2f} {rest:7.2f} {serve:7.2f}")
+
+
+def before_after(ratios: dict[str, float], profile: dict[str, dict[str, dict[str, float]]],
+                 workloads: list[str], modes: list[str]) -> None:
+    """The before/after table: each figure beside its goal, measured in this run."""
+    print("\n  before / after (this run; ratios: medians of the per-round ratios to the Collector hop):")
+    print(f"  {'figure':<44} {'goal':>8} {'before':>9} {'after':>9}")
+    rows: list[tuple[str, str, float, float]] = []
+    for workload in workloads:
+        for mode in modes:
+            goal = f"<= {GOALS[mode]:.2f}x" if workload == "agent" else ""
+            rows.append((f"{workload}: serve {mode} / Collector hop", goal,
+                         ratios.get(f"{workload} {mode}{BEFORE}", float("nan")),
+                         ratios.get(f"{workload} {mode}", float("nan"))))
+        for label, key in (("detection in one process, us/span", "total_us"),
+                           ("· decoding and run tracking (null engine)", "rest_us"),
+                           ("· · the decode stage", "decode_us")):
+            rows.append((f"{workload}: {label}", "", profile.get("before", {}).get(workload, {}).get(key, float("nan")),
+                         profile["after"][workload][key]))
+    for name, goal, before, after in rows:
+        ratio = name.endswith("hop")
+        fmt = (lambda v: f"{v:8.2f}x") if ratio else (lambda v: f"{v:9.2f}")
+        print(f"  {name:<44} {goal:>8} {fmt(before)} {fmt(after)}")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--role", choices=("sink", "client", "passthrough"), help=argparse.SUPPRESS)
+    p.add_argument("--role", choices=("sink", "client", "passthrough", "serve", "serve-null", "stages"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--sink", type=int, help=argparse.SUPPRESS)
     p.add_argument("--control", action="store_true", help=argparse.SUPPRESS)
@@ -574,7 +363,17 @@ def main() -> int:
     p.add_argument("--modes", default="inline,tap", help="serve modes (default inline,tap)")
     p.add_argument("--pass-through", action="store_true",
                    help="also measure a Python pass-through hop (slim parse + gzip forward): the gRPC floor")
-    opts = p.parse_args()
+    p.add_argument("--floors", action="store_true",
+                   help="the pass-through hop and serve inline with a null engine (diagnostic targets)")
+    p.add_argument("--perf", action="store_true",
+                   help="then a native profile (Linux perf) of serve inline on agent traffic, by library")
+    p.add_argument("--baseline-tree", type=Path,
+                   help="a checkout of an earlier commit: its serve measured in the same rounds (before/after)")
+    opts, rest = p.parse_known_args()
+    if opts.role in ("serve", "serve-null"):
+        return role_serve([a for a in rest if a != "--"], null=opts.role == "serve-null")
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     if opts.role == "sink":
         role_sink(opts.port, opts.control)
         return 0
@@ -584,48 +383,82 @@ def main() -> int:
     if opts.role == "client":
         role_client(opts.port, opts.requests_file, opts.method, opts.rate, opts.warmup_requests, opts.concurrency)
         return 0
+    if opts.role == "stages":
+        role_stages(opts.requests_file, opts.warmup_requests, 3)
+        return 0
+    return compare(opts)
 
+
+def _describe(tree: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %s"], capture_output=True, text=True,
+                          check=False)
+    return f"{tree} at {proc.stdout.strip()[:70] or 'unknown commit'}"
+
+
+def compare(opts: argparse.Namespace) -> int:
+    """The side-by-side run and its report."""
     from bench.realtraffic import traffic_source
 
     collector = collector_binary()
     if collector is None:
         print("the Collector cannot be built here (Go missing): nothing to compare with", file=sys.stderr)
         return 0
+    if opts.baseline_tree is not None:
+        opts.baseline_tree = opts.baseline_tree.resolve()
     modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
     workloads = [w.strip() for w in opts.workloads.split(",") if w.strip()]
     print(f"serve vs the Collector hop: {traffic_source()}")
     print(f"{opts.rate:,.0f} spans/s offered, {opts.spans_per_request} spans per request, {opts.concurrency} in"
           f" flight, {opts.seconds:g}s per target, {opts.rounds} rounds; {os.cpu_count()} CPUs")
+    print(f"  after: {_describe(REPO)}")
+    if opts.baseline_tree is not None:
+        print(f"  before: {_describe(opts.baseline_tree)}")
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
         workdir = Path(tmp)
         loads: dict[str, tuple[str, str, int, int]] = {}
-        shares = {}
         for workload in workloads:
             requests, spans, share = trace_load(workload, opts)
             path = workdir / f"{workload}.pickle"
             write_requests(path, requests)
             warm = sum(n for _, n in requests[:opts.warmup_requests])
             loads[workload] = (TRACES_METHOD, str(path), spans, warm)
-            shares[workload] = share
             print(f"  {workload}: {spans:,} spans measured, {share:.0%} tool spans,"
                   f" {sum(len(r) for r, _ in requests) / len(requests) / 1024:.0f} KiB per request")
-        shares_of = {w: breakdown(pickle.loads((workdir / f"{w}.pickle").read_bytes()), opts.warmup_requests)
-                     for w in workloads}
-        extra = ["pass-through"] if opts.pass_through else []
-        targets = {w: ["collector", *extra, *(f"serve {m}" for m in modes)] for w in workloads}
+        profile = stages(workdir, workloads, opts)
+        extra = ["pass-through"] if opts.pass_through or opts.floors else []
+        extra += [NULL_ENGINE] if opts.floors and "inline" in modes else []
+        serves = [f"serve {m}" for m in modes]
+        serves += [f"serve {m}{BEFORE}" for m in modes] if opts.baseline_tree is not None else []
+        targets = {w: ["collector", *extra, *serves] for w in workloads}
         results = run_rounds(loads, targets, opts, workdir, collector)
+        profiled = native_profile(loads, opts, workdir, collector) if opts.perf else []
     print()
-    report(results, "span", GOALS)
-    print("\n  where serve inline's CPU goes (the same requests in one process, without gRPC, with the engine"
-          " and with a null engine):")
-    for workload, b in shares_of.items():
-        inline = results[workload].get("serve inline")
-        per_span = statistics.median(x["cpu_us"] for x in inline) if inline else 0.0
-        engine = b["total_us"] - b["rest_us"]
-        print(f"  {workload}: detection {b['total_us']:.2f} us per span = the engine (and annotating what it"
-              f" found) {engine:.2f} + decode and run tracking {b['rest_us']:.2f};"
-              f" gRPC, gzip and the rest {max(0.0, per_span - b['total_us']):.2f} (of {per_span:.2f})")
+    ratios = report(results, "span", GOALS)
+    print_stages(profile, ratios)
+    if opts.baseline_tree is not None:
+        before_after(ratios, profile, workloads, modes)
+    if profiled:
+        print("\n  serve inline on agent traffic, by library (perf, one more measured run):")
+        print("\n".join(profiled))
     return 0
+
+
+def native_profile(loads: dict[str, tuple[str, str, int, int]], opts: argparse.Namespace, workdir: Path,
+                   collector: str | None) -> list[str]:
+    """One more run of serve inline on agent traffic under ``perf record``: the report's
+    lines (bench/service_perf.py), or why there is none."""
+    if "agent" not in loads:
+        return ["  (no agent workload)"]
+    if not perf_available():
+        return ["  (perf is missing or not permitted here: no native profile)"]
+    method, path, units, warm = loads["agent"]
+    sink = Sink()
+    try:
+        out = workdir / "serve-inline.perf"
+        res = measure("serve inline", method, path, units, warm, sink, opts, workdir, collector, True, perf=out)
+    finally:
+        sink.close()
+    return [f"  ({res['cpu_us']:.2f} us CPU per span in this run)", *report_lines(out, res["cpu_us"])]
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ and linked to the offending span. Its name is the event name; it carries the sam
 and span attributes plus the nudge and handoff texts. Its span id is derived from the
 detection, so sending it twice (a retry) gives the same span.
 
-A request is annotated in its slim form (:data:`~.otlp.SlimRequest`): only the spans that
-get an annotation are decoded and encoded again; every other span, resource and scope
-stays the bytes it came in (a span the protobuf runtime could not decode is never
-touched).
+A request is annotated in its bytes: only the spans that get an annotation are decoded
+and encoded again, and spliced into the request (:mod:`.wire`); every other span,
+resource and scope stays the bytes it came in, in the sender's field order (a span the
+protobuf runtime could not decode is never touched).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ..model.limits import MAX_METRIC_CHARS, clip_chars
 from ..model.version import __version__
 from .detector import Placement
 from .otlp import ExportTraceServiceRequest, SlimRequest, key_values, to_any_value
+from .wire import WireError, splice_request
 
 __all__ = [
     "MAX_TEXT_CHARS", "MAX_VALUE_CHARS", "SCOPE_NAME", "annotate_span", "annotated_request", "annotation_span",
@@ -125,8 +126,9 @@ def annotated_request(raw: bytes, placements: Sequence[Placement]) -> tuple[byte
     """The request with every placement applied; returns the new bytes and how many
     detections were written. Detached placements become annotation spans in a scope of
     their own under the resource of a span of the same trace. Only the annotated spans
-    are decoded (see the module docstring)."""
-    request = SlimRequest.FromString(raw)
+    are decoded and encoded again, and spliced into the request's bytes
+    (:func:`.wire.splice_request`): every other byte is forwarded as it came in, and a
+    request none of whose spans changes is returned as it is."""
     written = 0
     by_span: dict[tuple[int, int, int], list[Detection]] = {}
     detached: dict[int, list[trace_pb2.Span]] = {}
@@ -137,6 +139,31 @@ def annotated_request(raw: bytes, placements: Sequence[Placement]) -> tuple[byte
             now = time.time_ns()
             detached.setdefault(p.resource_index, []).append(annotation_span(p.detection, p.parent_id, now, now))
             written += 1
+
+    def rewrite(loc: tuple[int, int, int], span_bytes: bytes) -> bytes | None:
+        nonlocal written
+        span = trace_pb2.Span.FromString(span_bytes)
+        changed = False
+        for det in by_span[loc]:
+            if annotate_span(span, det):
+                written += 1
+                changed = True
+        return span.SerializeToString() if changed else None
+
+    scope = _scope()
+    added = {ri: [trace_pb2.ScopeSpans(scope=scope, spans=_unique(spans)).SerializeToString()]
+             for ri, spans in detached.items()}
+    try:
+        return splice_request(raw, by_span.keys(), rewrite, added), written
+    except WireError:  # (groups, which OTLP does not use): the whole request encoded again
+        return _reserialized(raw, by_span, detached)
+
+
+def _reserialized(raw: bytes, by_span: Mapping[tuple[int, int, int], list[Detection]],
+                  detached: Mapping[int, list[trace_pb2.Span]]) -> tuple[bytes, int]:
+    """:func:`annotated_request` through a parsed slim request (serialized again whole)."""
+    request = SlimRequest.FromString(raw)
+    written = sum(len(spans) for spans in detached.values())
     for (ri, si, j), dets in by_span.items():
         spans = request.resource_spans[ri].scope_spans[si].spans
         span = trace_pb2.Span.FromString(spans[j])
