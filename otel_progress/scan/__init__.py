@@ -35,6 +35,7 @@ from .analyse import TraceReport, run_rows
 __all__ = [
     "EXIT_CLEAN",
     "EXIT_DETECTED",
+    "EXIT_DETECTED_UNREADABLE",
     "EXIT_ERROR",
     "EXIT_INTERNAL",
     "MAX_HELD_SPANS",
@@ -49,6 +50,9 @@ EXIT_DETECTED = 1
 EXIT_ERROR = 2
 #: An internal error (a bug): reported in one line, never as a traceback.
 EXIT_INTERNAL = 3
+#: Detections found, and some input could not be read (reported on stderr): what was
+#: read is reported in full; a script that acts on detections tests for 1 or 4.
+EXIT_DETECTED_UNREADABLE = 4
 
 # the records a log reader reads, and the session ends (the others are read lean)
 _LOG_EVENT_NAMES = event_names() | SESSION_END_EVENTS
@@ -564,5 +568,5 @@ def run_scan(
             err.write(f"otel-progress scan: cannot write the HTML report: {html}: {exc.strerror or exc}\n")
             return EXIT_ERROR
     if result.unreadable:
-        return EXIT_ERROR
+        return EXIT_DETECTED_UNREADABLE if result.detections else EXIT_ERROR
     return EXIT_DETECTED if result.detections else EXIT_CLEAN
