@@ -72,6 +72,11 @@ def render_text(report: DoctorReport) -> str:
         lines.append(f"  cannot examine this interpreter: {probe['error']}")
     else:
         lines.append(f"opentelemetry-instrument: {probe.get('opentelemetry_instrument') or 'NOT FOUND'}")
+        export = probe.get("export")
+        if isinstance(export, dict):
+            state = "ok" if export.get("ok") else "FAILED"
+            lines.append(f"Span export: {state}, {export.get('exporter')} to {export.get('endpoint')}"
+                         " (an empty batch sent as a check)")
         lines += ["", "Instrumentors, in the order opentelemetry-instrument loads them:"]
         lines += _instrumentors(list(probe.get("instrumentors") or ()))
         lines += ["", "Content capture (arguments and results on the tool spans):"]
