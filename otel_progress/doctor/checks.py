@@ -167,6 +167,20 @@ def environment_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] =
             + _content_findings(content_statuses(probe)))
 
 
+def _run_export_findings(report: Mapping[str, Any]) -> list[Finding]:
+    """The run's exporters said they failed to send (the watcher counts their lines)."""
+    failures = int(report.get("export_failures") or 0)
+    if not failures:
+        return []
+    said = "; ".join(str(e) for e in report.get("export_errors") or ()) or "no detail"
+    return [Finding(ERROR, "export", f"the run's exporters failed to send {failures} time(s): {said}. What they"
+                    " could not send (spans with the progress annotations, or the detections' log records and"
+                    " metrics) is lost",
+                    "make the endpoint named reachable from the agent (start the Collector or backend there, or"
+                    " point OTEL_EXPORTER_OTLP_ENDPOINT, or the endpoint the agent sets in code, at the one you"
+                    " run); check its headers and TLS settings")]
+
+
 def run_findings(report: Mapping[str, Any] | None, returncode: int | None, environ: Mapping[str, str]) -> list[Finding]:
     """What a watched run showed (``report`` None: the run wrote none)."""
     out: list[Finding] = []
@@ -187,6 +201,7 @@ def run_findings(report: Mapping[str, Any] | None, returncode: int | None, envir
                            " span still carries the events"))
     for error in report.get("errors") or ():
         out.append(Finding(WARNING, "run", error))
+    out += _run_export_findings(report)
     spans, tools = int(report.get("spans") or 0), int(report.get("tool_spans") or 0)
     if spans == 0:
         out.append(Finding(ERROR, "run", "no span was recorded: the framework is not instrumented, or it writes"

@@ -14,8 +14,8 @@ from otel_progress.service.options import ServiceConfig
 from otel_progress.service.server import ProgressService
 from tests.service.helpers import Downstream, free_port
 
-from .conftest import clean_env, doctor
-from .test_doctor import CONTENT
+from .conftest import BIN, clean_env, doctor
+from .test_doctor import AGENT, CONTENT
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,3 +58,29 @@ def test_an_exporter_that_sends_passes() -> None:
     finally:
         service.stop(grace=0.5)
         downstream.stop()
+
+
+def test_a_watched_run_whose_exporter_cannot_send_is_an_error() -> None:
+    """The run exports elsewhere than the environment checked (here its own variable; an
+    endpoint set in code is the same case): the exporter's own failures in the run count."""
+    downstream = Downstream().start()
+    service = ProgressService(ServiceConfig(listen="127.0.0.1:0", health_listen="127.0.0.1:0",
+                                            forward_endpoint=f"127.0.0.1:{downstream.port}", drain_timeout=2.0),
+                              Config()).start()
+    closed = free_port()
+    try:
+        proc = doctor("--format", "json", "--timeout", "120", "--", "env",
+                      f"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{closed}", str(BIN / "python"), str(AGENT),
+                      env=_otlp_env(service.port))
+        report = json.loads(proc.stdout)
+    finally:
+        service.stop(grace=0.5)
+        downstream.stop()
+    assert report["export"]["ok"] is True  # the environment's endpoint listens
+    assert report["returncode"] == 0 and report["run"]["tool_spans"] == 5
+    assert report["run"]["export_failures"] >= 1
+    (finding,) = [f for f in report["findings"] if f["topic"] == "export"]
+    assert finding["severity"] == "error" and f"127.0.0.1:{closed}" in finding["message"]
+    assert proc.returncode == 1
+    # the run's own output is unchanged: the exporter's line is still there
+    assert f"Failed to export traces to 127.0.0.1:{closed}" in proc.stderr
