@@ -44,7 +44,7 @@ each in a fresh process: what the processor holds for them is bounded by its tab
 limits, not by the number of spans.
 
 Run: ``python bench/bench_processor.py [--rounds 9] [--spans 3000] [--no-memory]``
-(``--only-never-ended`` for the last figures alone).
+(``--only-never-ended`` for the last figures alone, ``--only-memory`` for every memory figure).
 """
 
 from __future__ import annotations
@@ -354,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-child", choices=SETUPS)
     parser.add_argument("--never-ended-child", nargs=3, metavar=("SETUP", "KIND", "COUNT"))
     parser.add_argument("--only-never-ended", action="store_true", help="print only the never-ended figures")
+    parser.add_argument("--only-memory", action="store_true", help="print only the memory figures")
     args = parser.parse_args(argv)
     if args.memory_child:
         print(json.dumps(memory_child(args.memory_child, args.runs)))
@@ -369,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"otel-progress processor benchmark: opentelemetry-sdk {sdk_version.__version__},"
           f" Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.rounds} rounds (median)")
+    if args.only_memory:
+        _print_memory(args)
+        return 0
     results = measure(args.rounds, args.spans)
     print(f"\ntool spans: {'the real runs (' + str(len(REAL)) + ' tool calls)' if REAL else 'synthetic'}")
     print("per span, us (ratio to bare); the target applies to the application thread, and to the"
@@ -405,18 +409,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label:<36} {_pct(inline, .5):>10.0f} {_pct(inline, .95):>8.0f}"
               f" {_pct(background, .5):>15.0f} {_pct(background, .95):>8.0f}")
     if not args.no_memory:
-        mem = memory(args.runs)
-        bare = mem["bare"]
-        print(f"\nresident memory with {args.runs:,} agent runs in flight (open agent span + one tool call):")
-        print(f"  bare SDK:        +{bare['rss_delta_mb']:.1f} MiB")
-        for setup in ("inline", "background"):
-            m = mem[setup]
-            print(f"  {setup + ':':<16} +{m['rss_delta_mb']:.1f} MiB"
-                  f" (processor + engine: +{m['rss_delta_mb'] - bare['rss_delta_mb']:.1f} MiB;"
-                  f" tracked: {m['open_spans']:,} open spans, {m['traces']:,} traces,"
-                  f" {m['engine_runs']:,} engine runs - capped by max_spans and max_runs)")
-        _print_never_ended(never_ended(args.never_ended_roots, args.never_ended_agents))
+        _print_memory(args)
     return 0
+
+
+def _print_memory(args: argparse.Namespace) -> None:
+    mem = memory(args.runs)
+    bare = mem["bare"]
+    print(f"\nresident memory with {args.runs:,} agent runs in flight (open agent span + one tool call):")
+    print(f"  bare SDK:        +{bare['rss_delta_mb']:.1f} MiB")
+    for setup in ("inline", "background"):
+        m = mem[setup]
+        print(f"  {setup + ':':<16} +{m['rss_delta_mb']:.1f} MiB"
+              f" (processor + engine: +{m['rss_delta_mb'] - bare['rss_delta_mb']:.1f} MiB;"
+              f" tracked: {m['open_spans']:,} open spans, {m['traces']:,} traces,"
+              f" {m['engine_runs']:,} engine runs - capped by max_spans and max_runs)")
+    _print_never_ended(never_ended(args.never_ended_roots, args.never_ended_agents))
 
 
 def _print_never_ended(figures: dict[str, dict[str, dict[str, Any]]]) -> None:

@@ -39,8 +39,8 @@ def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " both) and report every detection. Traces: the tool-call spans of any common"
             " instrumentation. Logs: the coding agents' log events (Claude Code, Codex CLI, Gemini"
             " CLI, Qwen Code; docs/logs.md), grouped into runs by session. Exit status: 0 no detection,"
-            " 1 detections found, 2 bad usage or unreadable input, 3 internal error; a reader that"
-            " closes the pipe early (| head) does not change it."
+            " 1 detections found, 2 bad usage or unreadable input, 3 internal error, 4 detections found"
+            " and some input unreadable; a reader that closes the pipe early (| head) does not change it."
         ),
     )
     scan.add_argument("paths", nargs="+", metavar="PATH", help="OTLP/JSON file(s) of traces and/or logs, '-' for stdin")

@@ -78,6 +78,7 @@ class DoctorReport:
                 for s in (content_statuses(probe) if not probe.get("error") else [])
             ],
             "progress": probe.get("progress", {}),
+            "export": probe.get("export"),
             "environment": probe.get("environment", {}),
             "command": self.command,
             "returncode": self.returncode,

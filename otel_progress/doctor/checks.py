@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..conventions.content_settings import SETTINGS, Capture, ContentStatus, advice_for_span, evaluate
+from .export import exporter_entry_point
 
 __all__ = ["ERROR", "INFO", "WARNING", "Finding", "content_statuses", "environment_findings", "run_findings"]
 
@@ -19,7 +20,7 @@ INFO = "info"
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One conclusion: ``severity`` (``error``, ``warning``, ``info``), the ``topic``
-    (``instrumentors``, ``sdk``, ``content``, ``processor``, ``run``), what was found, and
+    (``instrumentors``, ``sdk``, ``export``, ``content``, ``processor``, ``run``), what was found, and
     what to do about it (may be empty)."""
 
     severity: str
@@ -46,16 +47,6 @@ def content_statuses(probe: Mapping[str, Any]) -> list[ContentStatus]:
     return evaluate(probe.get("environment") or {}, distributions)
 
 
-def _exporter_entry_point(name: str, signal: str, env: Mapping[str, str]) -> str:
-    """The entry point the SDK looks up for an exporter name (``otlp`` is the gRPC one
-    unless the OTLP protocol variables say ``http/protobuf``)."""
-    if name != "otlp":
-        return name
-    protocol = str(env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                   or "").strip()
-    return "otlp_proto_http" if protocol.startswith("http") else "otlp_proto_grpc"
-
-
 def _sdk_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] = frozenset()) -> list[Finding]:
     env = probe.get("environment") or {}
     out: list[Finding] = []
@@ -78,7 +69,7 @@ def _sdk_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] = frozen
                                    " no backend (only the metrics and an on_detection hook)"))
             continue
         known = set(exporters.get(signal) or ())
-        missing = [n for n in names if n != "none" and _exporter_entry_point(n, signal, env) not in known]
+        missing = [n for n in names if n != "none" and exporter_entry_point(n, signal, env) not in known]
         if missing:
             if signal in cli_signals:
                 # A coding CLI reads the same variable for its own export: setting it to none
@@ -93,6 +84,22 @@ def _sdk_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] = frozen
                                f" {', '.join(missing)} is installed, so the SDK set-up fails and nothing is"
                                " instrumented", fix))
     return out
+
+
+def _export_findings(probe: Mapping[str, Any]) -> list[Finding]:
+    """The check export of :mod:`.export` failed: the agent's spans reach no backend."""
+    check = probe.get("export")
+    if not isinstance(check, Mapping) or check.get("ok"):
+        return []
+    endpoint = check.get("endpoint") or "?"
+    return [Finding(
+        ERROR, "export",
+        f"the span exporter ({check.get('exporter')}) could not send to {endpoint}: {check.get('error') or 'failed'}."
+        " Every span, with the progress annotations, is lost (the agent's output shows the exporter's errors)",
+        f"start the Collector or backend that listens at {endpoint}, or point OTEL_EXPORTER_OTLP_ENDPOINT (or"
+        " OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and OTEL_EXPORTER_OTLP_PROTOCOL at the one you run; check its"
+        " headers and TLS settings (OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_INSECURE,"
+        " OTEL_EXPORTER_OTLP_CERTIFICATE); OTEL_TRACES_EXPORTER=console prints the spans without a backend")]
 
 
 def _instrumentor_findings(probe: Mapping[str, Any]) -> list[Finding]:
@@ -155,8 +162,23 @@ def environment_findings(probe: Mapping[str, Any], cli_signals: frozenset[str] =
     configured coding CLI also reads: the fix never tells to set those to ``none``)."""
     if probe.get("error"):
         return [Finding(ERROR, "sdk", f"the environment could not be examined: {probe['error']}")]
-    return (_sdk_findings(probe, cli_signals) + _instrumentor_findings(probe) + _progress_findings(probe)
+    return (_sdk_findings(probe, cli_signals) + _export_findings(probe) + _instrumentor_findings(probe)
+            + _progress_findings(probe)
             + _content_findings(content_statuses(probe)))
+
+
+def _run_export_findings(report: Mapping[str, Any]) -> list[Finding]:
+    """The run's exporters said they failed to send (the watcher counts their lines)."""
+    failures = int(report.get("export_failures") or 0)
+    if not failures:
+        return []
+    said = "; ".join(str(e) for e in report.get("export_errors") or ()) or "no detail"
+    return [Finding(ERROR, "export", f"the run's exporters failed to send {failures} time(s): {said}. What they"
+                    " could not send (spans with the progress annotations, or the detections' log records and"
+                    " metrics) is lost",
+                    "make the endpoint named reachable from the agent (start the Collector or backend there, or"
+                    " point OTEL_EXPORTER_OTLP_ENDPOINT, or the endpoint the agent sets in code, at the one you"
+                    " run); check its headers and TLS settings")]
 
 
 def run_findings(report: Mapping[str, Any] | None, returncode: int | None, environ: Mapping[str, str]) -> list[Finding]:
@@ -179,6 +201,7 @@ def run_findings(report: Mapping[str, Any] | None, returncode: int | None, envir
                            " span still carries the events"))
     for error in report.get("errors") or ():
         out.append(Finding(WARNING, "run", error))
+    out += _run_export_findings(report)
     spans, tools = int(report.get("spans") or 0), int(report.get("tool_spans") or 0)
     if spans == 0:
         out.append(Finding(ERROR, "run", "no span was recorded: the framework is not instrumented, or it writes"

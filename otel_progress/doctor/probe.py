@@ -165,6 +165,17 @@ def _progress_settings(environ: dict[str, str]) -> dict[str, Any]:
     return {"settings": settings, "error": error}
 
 
+def _export(environ: dict[str, str]) -> dict[str, Any] | None:
+    """The check export to the configured endpoint (:mod:`otel_progress.doctor.export`);
+    run before the instrumentors are loaded here, which could instrument its client."""
+    try:
+        from otel_progress.doctor.export import export_check
+
+        return export_check(environ)
+    except Exception as exc:  # never let the check stop the probe
+        return {"exporter": "?", "endpoint": "?", "ok": False, "error": _short_error(exc)}
+
+
 def probe(environ: dict[str, str] | None = None) -> dict[str, Any]:
     """What this interpreter's environment would do under ``opentelemetry-instrument``."""
     env = dict(os.environ if environ is None else environ)
@@ -185,6 +196,7 @@ def probe(environ: dict[str, str] | None = None) -> dict[str, Any]:
                                                                                   "TRACELOOP_", "ADK_"))},
     }
     data["progress"] = _progress_settings(env)
+    data["export"] = _export(env)
     data["instrumentors"] = _instrumentors(env)
     return data
 

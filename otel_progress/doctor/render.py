@@ -48,6 +48,8 @@ def _run(report: DoctorReport) -> list[str]:
     out.append(f"  spans: {run.get('spans', 0)}; tool spans: {run.get('tool_spans', 0)}, with arguments:"
                f" {run.get('tool_spans_with_arguments', 0)}, with a result: {run.get('tool_spans_with_result', 0)},"
                f" annotated: {run.get('tool_spans_annotated', 0)}")
+    if run.get("export_failures"):
+        out.append(f"  exporters failed to send: {run['export_failures']} time(s) (see the findings)")
     names: dict[str, int] = {}
     for t in run.get("tools") or ():
         names[str(t.get("tool"))] = names.get(str(t.get("tool")), 0) + 1
@@ -72,6 +74,11 @@ def render_text(report: DoctorReport) -> str:
         lines.append(f"  cannot examine this interpreter: {probe['error']}")
     else:
         lines.append(f"opentelemetry-instrument: {probe.get('opentelemetry_instrument') or 'NOT FOUND'}")
+        export = probe.get("export")
+        if isinstance(export, dict):
+            state = "ok" if export.get("ok") else "FAILED"
+            lines.append(f"Span export: {state}, {export.get('exporter')} to {export.get('endpoint')}"
+                         " (an empty batch sent as a check)")
         lines += ["", "Instrumentors, in the order opentelemetry-instrument loads them:"]
         lines += _instrumentors(list(probe.get("instrumentors") or ()))
         lines += ["", "Content capture (arguments and results on the tool spans):"]

@@ -44,6 +44,8 @@ class _State:
         self.annotated = 0
         self.detections: list[dict[str, Any]] = []
         self.errors: list[str] = []
+        self.export_failures = 0  # the exporters' "Failed to export" lines in the run
+        self.export_errors: list[str] = []  # the first few, as the exporters said them
         self.chained: Any = None
 
 
@@ -117,6 +119,44 @@ class _Watcher:
         return True
 
 
+class _ExportFailures(logging.Handler):
+    """The OTLP exporters' own failure lines in the run (logger ``opentelemetry.exporter``:
+    ``Failed to export traces to localhost:4317, error code: StatusCode.UNAVAILABLE ...``,
+    ``Failed to export span batch code: 401 ...``): each is a batch the backend never got.
+    Their retries (``Transient error ...``) are not counted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._as_without_us(record)
+        try:
+            message = record.getMessage()
+        except Exception:
+            return
+        if not message.startswith("Failed to export"):
+            return
+        with _STATE.lock:
+            _STATE.export_failures += 1
+            text = message if len(message) <= 400 else message[:397] + "..."
+            if len(_STATE.export_errors) < 5 and text not in _STATE.export_errors:
+                _STATE.export_errors.append(text)
+
+
+    def _as_without_us(self, record: logging.LogRecord) -> None:
+        """The run's output unchanged: with no other handler on the record's way, logging
+        would have printed it through ``logging.lastResort`` (stderr); this handler being
+        there stops that, so it does it."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(h is not self for h in logger.handlers):
+                return
+            logger = logger.parent if logger.propagate else None
+        last = logging.lastResort
+        if last is not None and record.levelno >= last.level:
+            last.handle(record)
+
+
 def _processor_info() -> dict[str, Any]:
     info: dict[str, Any] = {"installed": False}
     try:
@@ -188,6 +228,8 @@ def _write_report() -> None:
             "tools": list(_STATE.tool_spans),
             "detections": list(_STATE.detections),
             "errors": list(_STATE.errors),
+            "export_failures": _STATE.export_failures,
+            "export_errors": list(_STATE.export_errors),
         }
     data["processor"] = _processor_info()
     data["instrumented"] = _instrumented()
@@ -223,6 +265,7 @@ def _install() -> None:
             _STATE.chained = load_hook(spec)
         except Exception as exc:
             _STATE.errors.append(f"cannot load your OTEL_PROGRESS_ON_DETECTION {spec!r}: {exc}")
+    logging.getLogger("opentelemetry.exporter").addHandler(_ExportFailures())
     try:
         from opentelemetry import trace
 

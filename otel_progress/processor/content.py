@@ -112,10 +112,21 @@ class ContentWatch:
                 runs.popitem(last=False)
         return run  # type: ignore[return-value]
 
+    def _had_content(self, trace: int) -> None:
+        """Mark the run as checked (``None``: nothing to say at its end), within the bound:
+        a run whose root span never ends must not stay here for ever."""
+        runs = self._runs
+        if trace in runs:
+            runs[trace] = None
+            return
+        runs[trace] = None
+        if len(runs) > MAX_TRACKED_RUNS:
+            runs.popitem(last=False)
+
     def _tool_of_run(self, trace: int, captured: bool, attributes: Mapping[str, Any], scope: str) -> None:
         with self._lock:
             if captured:
-                self._runs[trace] = None
+                self._had_content(trace)
                 return
             run = self._run(trace)
             if run is not None:

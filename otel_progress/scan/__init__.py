@@ -10,12 +10,13 @@ run is reported like a trace, under its run key.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, TextIO
 
 from ..conventions import is_group_key
@@ -34,6 +35,7 @@ from .analyse import TraceReport, run_rows
 __all__ = [
     "EXIT_CLEAN",
     "EXIT_DETECTED",
+    "EXIT_DETECTED_UNREADABLE",
     "EXIT_ERROR",
     "EXIT_INTERNAL",
     "MAX_HELD_SPANS",
@@ -48,6 +50,9 @@ EXIT_DETECTED = 1
 EXIT_ERROR = 2
 #: An internal error (a bug): reported in one line, never as a traceback.
 EXIT_INTERNAL = 3
+#: Detections found, and some input could not be read (reported on stderr): what was
+#: read is reported in full; a script that acts on detections tests for 1 or 4.
+EXIT_DETECTED_UNREADABLE = 4
 
 # the records a log reader reads, and the session ends (the others are read lean)
 _LOG_EVENT_NAMES = event_names() | SESSION_END_EVENTS
@@ -62,6 +67,9 @@ class _Progress:
     """A progress bar on stderr for large inputs (only when stderr is a terminal, or
     forced): bytes read of the total, and the spans read so far."""
 
+    #: at most one redraw in this many seconds
+    every_s = 0.2
+
     def __init__(self, total: int, stream: TextIO, enabled: bool) -> None:
         self.total = total
         self.stream = stream
@@ -74,7 +82,7 @@ class _Progress:
         self.done += nbytes
         self.spans += spans
         now = time.monotonic()
-        if self.enabled and now - self._last >= 0.2:
+        if self.enabled and now - self._last >= self.every_s:
             self._last = now
             self._draw()
 
@@ -95,12 +103,16 @@ class _Progress:
 
 class _Counting:
     """Wraps a byte stream to count what was read (for the progress bar), and to copy it
-    (``copy``: stdin, for a second reading)."""
+    (``copy``: stdin, for a second reading). ``position``: how far the file on disk was
+    read, for the progress bar, whose total is the size on disk: of a compressed file,
+    the bytes read are the decompressed ones, many times more."""
 
-    def __init__(self, stream: IO[bytes], copy: IO[bytes] | None = None) -> None:
+    def __init__(self, stream: IO[bytes], copy: IO[bytes] | None = None,
+                 position: Callable[[], int] | None = None) -> None:
         self.stream = stream
         self.copy = copy
         self.count = 0
+        self._position = position
 
     def readline(self, size: int = -1) -> bytes:
         line = self.stream.readline(size)
@@ -109,9 +121,30 @@ class _Counting:
             self.copy.write(line)
         return line
 
+    def consumed(self) -> int:
+        """The progress made: bytes of the file on disk read (``position``), else bytes read."""
+        if self._position is not None:
+            try:
+                return self._position()
+            except (OSError, ValueError):  # (closed, or not a file after all)
+                self._position = None
+        return self.count
+
     def close(self) -> None:
         if self.copy is not None:
             self.copy.close()
+
+
+def _disk_position(stream: IO[bytes]) -> Callable[[], int] | None:
+    """How far the file under ``stream`` was read from disk (its descriptor's offset;
+    gzip's decompressor reads ahead by at most ~136 KiB of compressed bytes), or None
+    when it is no regular file (a pipe)."""
+    try:
+        fd = stream.fileno()
+        os.lseek(fd, 0, os.SEEK_CUR)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    return lambda: os.lseek(fd, 0, os.SEEK_CUR)
 
 
 #: Problems of one kind shown per input file; the rest are counted (``ScanResult.hidden``).
@@ -198,7 +231,8 @@ class _Scan:
             result.problem(ReadProblem(source, 0, f"cannot open: {exc.strerror or exc}"), "open")
             result.unreadable = True
             return
-        counting = _Counting(stream, self._copy(source) if path == "-" else None)
+        position = _disk_position(stream) if self.bar.enabled and path != "-" else None
+        counting = _Counting(stream, self._copy(source) if path == "-" else None, position)
         documents = 0
         failed = False
         before = 0
@@ -216,8 +250,9 @@ class _Scan:
                     read = self._add_spans(doc, source, line)
                     documents += read >= 0
                     spans = max(read, 0)
-                self.bar.advance(counting.count - before, spans)
-                before = counting.count
+                done = counting.consumed()
+                self.bar.advance(done - before, spans)
+                before = done
         except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
             result.problem(ReadProblem(source, 0, f"read error: {exc}; the rest of the file is skipped"), "read")
             result.unreadable = failed = True
@@ -533,5 +568,5 @@ def run_scan(
             err.write(f"otel-progress scan: cannot write the HTML report: {html}: {exc.strerror or exc}\n")
             return EXIT_ERROR
     if result.unreadable:
-        return EXIT_ERROR
+        return EXIT_DETECTED_UNREADABLE if result.detections else EXIT_ERROR
     return EXIT_DETECTED if result.detections else EXIT_CLEAN

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -190,4 +191,49 @@ def test_no_warning_once_tool_spans_carry_content(caplog: pytest.LogCaptureFixtu
     _tool_loop(r, 3, True, GENAI)
     _tool_loop(r, 40, False, GENAI)  # (content capture turned off later: not this warning's case)
     assert not [x for x in caplog.records if "the first" in x.getMessage()]
+    r.provider.shutdown()
+
+
+def _ended_tool_runs(tracer: trace.Tracer, start: int, n: int) -> None:
+    """``n`` agent runs whose agent span never ends (the application drops it), each with
+    one ended tool call that carries content."""
+    for i in range(start, start + n):
+        agent = tracer.start_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"agent-{i % 7}"})
+        with trace.use_span(agent), tracer.start_as_current_span("execute_tool t", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": json.dumps({"id": i}),
+                "gen_ai.tool.call.result": json.dumps({"status": "ok", "n": i})}):
+            pass
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("analysis", ["inline", "background"])
+def test_never_ended_runs_with_content_do_not_grow_memory(analysis: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28, item 2: past every table's bound, more never-ended runs with content add
+    nothing that stays (measured with tracemalloc over everything the process allocates),
+    and the content watch's table stays within its bound (made smaller here for speed)."""
+    from otel_progress.processor import content
+
+    bound = 1000
+    monkeypatch.setattr(content, "MAX_TRACKED_RUNS", bound)
+    r = make_rig(Config(max_runs=MAX_RUNS), analysis=analysis, max_spans=MAX_SPANS, on_detection=None)
+    tracer = r.provider.get_tracer("tests")
+    batch = bound + 1000
+    traced = []
+    tracemalloc.start()
+    try:
+        for k in range(3):  # the first batch fills every table: the next ones only replace entries
+            _ended_tool_runs(tracer, k * batch, batch)
+            r.processor.force_flush()
+            r.exporter.clear()  # (the in-memory exporter keeps every ended span: not the processor's)
+            gc.collect()
+            traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    kept = traced[2] - traced[1]
+    # before the bound, the content watch kept ~150 B per run for ever (~300 KB here)
+    assert kept < 16 * batch, (kept, traced)
+    assert len(r.processor._content._runs) <= bound
+    assert r.processor.processor_errors == 0
     r.provider.shutdown()
