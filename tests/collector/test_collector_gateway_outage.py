@@ -7,8 +7,9 @@ stopped, spans are sent, and a new receiver is started on the same port later.
   than the per-replica exporter's own retry (60 s in the shipped config before issue 27,
   which dropped the batches after 60 s whatever the env var said).
 * Beyond it the gateway drops the spans, its self-metrics count every one of them, and the
-  shipped alert fires: promtool evaluates prometheus-rules.yaml on series made from the
-  gateway's real /metrics scrapes.
+  shipped alerts fire (OtelProgressGatewayReplicaUnreachable while it retries,
+  OtelProgressGatewayExportFailing once it drops): promtool evaluates prometheus-rules.yaml
+  on series made from the gateway's real /metrics scrapes.
 """
 
 from __future__ import annotations
@@ -142,18 +143,33 @@ def test_replica_outage_beyond_the_retry_limit_is_counted_and_alerted(
         before = otlp.http_get(metrics_url)
         for _ in range(2):
             _send(otlp, gw_in, 7, 3)
-        if not otlp.wait_until(lambda: _dropped(otlp.http_get(metrics_url)) >= n_spans, 75):
-            _fail(gw, f"gateway self-metrics count {_dropped(otlp.http_get(metrics_url))} of {n_spans} dropped spans")
+        # Scrapes every 3 s while the gateway retries, until it has given up on everything.
+        during: list[str] = []
+        deadline = time.monotonic() + 75
+        while time.monotonic() < deadline:
+            during.append(otlp.http_get(metrics_url))
+            if _dropped(during[-1]) >= n_spans:
+                break
+            time.sleep(3)
+        else:
+            _fail(gw, f"gateway self-metrics count {_dropped(during[-1])} of {n_spans} dropped spans")
+        time.sleep(1)
         after = otlp.http_get(metrics_url)
     assert _dropped(before) == 0
     assert _dropped(after) == n_spans
+    assert len(during) >= 5, f"the gateway gave up after {len(during)} scrapes, 3 s apart"
 
-    # The shipped rules on these real values: 5 scrapes before the drop, 10 after.
-    scrapes = [before] * 5 + [after] * 10
-    series = _promtool_series(scrapes, r"otelcol_exporter_(send|enqueue)_failed_\w+", f"127.0.0.1:{p['tel']}")
-    assert series, "no otelcol_exporter_*_failed_* series in the scrapes"
+    # The shipped rules on these real values, replayed one minute apart: 5 scrapes
+    # before the spans were sent, the ones while the gateway retried, then 10 after.
+    scrapes = [before] * 5 + during + [after] * 10
+    names = r"otelcol_exporter_(send|enqueue)_failed_\w+|otelcol_loadbalancer_backend_outcome(_total)?"
+    instance = f"127.0.0.1:{p['tel']}"
+    series = _promtool_series(scrapes, names, instance)
+    assert any("send_failed_spans" in s["series"] for s in series), series
+    assert any("backend_outcome" in s["series"] for s in series), series
+    replica = {"severity": "warning", "instance": instance, "endpoint": f"127.0.0.1:{port}"}
+    dropped_at = 5 + len(during) - 1  # the first scrape with the drop counted
     test = {
-        "rule_files": [str(RULES)],
         "evaluation_interval": "30s",
         "tests": [
             {
@@ -161,17 +177,18 @@ def test_replica_outage_beyond_the_retry_limit_is_counted_and_alerted(
                 "input_series": series,
                 "alert_rule_test": [
                     {"eval_time": "3m", "alertname": "OtelProgressGatewayExportFailing", "exp_alerts": []},
+                    {"eval_time": "3m", "alertname": "OtelProgressGatewayReplicaUnreachable", "exp_alerts": []},
+                    # the first 5 scrapes of the outage (3 s apart) show failing attempts
                     {
-                        "eval_time": "6m",
+                        "eval_time": "9m",
+                        "alertname": "OtelProgressGatewayReplicaUnreachable",
+                        "exp_alerts": [{"exp_labels": replica}],
+                    },
+                    {
+                        "eval_time": f"{dropped_at + 1}m",
                         "alertname": "OtelProgressGatewayExportFailing",
                         "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "severity": "warning",
-                                    "instance": f"127.0.0.1:{p['tel']}",
-                                    "exporter": "load_balancing",
-                                },
-                            }
+                            {"exp_labels": {"severity": "warning", "instance": instance, "exporter": "load_balancing"}}
                         ],
                     },
                 ],
