@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -214,3 +215,95 @@ def _dropped(text: str) -> float:
     """Spans the load balancer gave up on, from one /metrics scrape."""
     vals = _samples(text, r"otelcol_exporter_send_failed_spans(_total)?")
     return sum(v for k, v in vals.items() if 'exporter="load_balancing"' in k)
+
+
+def _private_hosts_wrapper(binary: str, hosts: Path, tmp_path: Path) -> str:
+    """A launcher that runs `binary` in its own mount namespace with `hosts` bind-mounted on
+    /etc/hosts, so the test can change what a name resolves to for the Collector only
+    (Go's resolver rereads /etc/hosts when it changes).  Needs root (unshare -m)."""
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0) or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to give the Collector its own /etc/hosts")
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind {hosts} /etc/hosts"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot bind-mount /etc/hosts in a mount namespace: {probe.stderr.strip()}")
+    wrapper = tmp_path / "otelcol-private-hosts"
+    wrapper.write_text(
+        f'#!/bin/sh\nexec unshare -m sh -c \'mount --bind {hosts} /etc/hosts && exec "$0" "$@"\' {binary} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_dns_resolver_fails_over_to_the_surviving_replica(otelcol_binary: str, otlp, tmp_path: Path) -> None:
+    """gateway-dns.yaml: replica B stops, and then its address leaves the DNS answer (what a
+    headless Service does with a pod that is not ready).  The batches that failed for B are
+    routed again on their next retry and reach A; none is lost or left for B."""
+    name = "replicas.otel-progress.test"
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.0.1 {name}\n127.0.0.2 {name}\n")
+    wrapper = _private_hosts_wrapper(otelcol_binary, hosts, tmp_path)
+    port = otlp.free_port()
+    p = {k: otlp.free_port() for k in ("grpc", "http", "health", "tel", "sink")}
+    env = {
+        "OTEL_PROGRESS_GATEWAY_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{p['grpc']}",
+        "OTEL_PROGRESS_GATEWAY_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{p['http']}",
+        "OTEL_PROGRESS_GATEWAY_HEALTH_ENDPOINT": f"127.0.0.1:{p['health']}",
+        "OTEL_PROGRESS_GATEWAY_TELEMETRY_PORT": str(p["tel"]),
+        "OTEL_PROGRESS_SINK_ENDPOINT": f"127.0.0.1:{p['sink']}",
+        "OTEL_PROGRESS_DNS_HOSTNAME": name,
+        "OTEL_PROGRESS_DNS_PORT": str(port),
+        "OTEL_PROGRESS_DNS_INTERVAL": "1s",
+    }
+    gw_in = f"127.0.0.1:{p['grpc']}"
+    metrics_url = f"http://127.0.0.1:{p['tel']}/metrics"
+
+    def backends() -> float | None:
+        vals = _samples(otlp.http_get(metrics_url), r"otelcol_loadbalancer_num_backends")
+        return sum(vals.values()) if vals else None
+
+    with (
+        otlp.FakeTraceBackend(port, "127.0.0.1") as a,
+        otlp.FakeTraceBackend(port, "127.0.0.2") as b,
+        otlp.Collector(wrapper, [CONFIG_DIR / "gateway-dns.yaml"], env, tmp_path / "gw.log") as gw,
+    ):
+        try:
+            otlp.wait_port(p["grpc"], START_TIMEOUT_S, gw.proc)
+            otlp.wait_port(p["tel"], START_TIMEOUT_S, gw.proc)
+        except (TimeoutError, RuntimeError) as exc:
+            _fail(gw, str(exc))
+        if not otlp.wait_until(lambda: backends() == 2, 20):
+            _fail(gw, f"the DNS resolver found {backends()} replicas, not 2")
+        _send(otlp, gw_in, 20, 2)
+        if not otlp.wait_until(lambda: len(a.spans()) + len(b.spans()) >= 40, 20):
+            _fail(gw, f"replicas got {len(a.spans())}+{len(b.spans())} of 40 spans")
+        assert a.spans() and b.spans(), "all traces went to one replica"
+        a_before = len(a.spans())
+
+        b.server.stop(grace=0).wait(5)  # B is down, still in DNS
+        sent = _send(otlp, gw_in, 30, 3)
+        time.sleep(4)  # the batches for B fail and wait for their retry
+        hosts.write_text(f"127.0.0.1 localhost\n127.0.0.1 {name}\n")  # same inode: B leaves
+        if not otlp.wait_until(lambda: backends() == 1, 20):
+            _fail(gw, f"the DNS resolver still has {backends()} replicas")
+
+        # Every trace, B's included; A also gets its own part of a retried batch again
+        # (the whole batch is retried), which serve counts as duplicates.
+        def missing() -> set[bytes]:
+            return set(sent) - {s.trace_id for s in a.spans()[a_before:]}
+
+        got = otlp.wait_until(lambda: not missing(), 60)
+        selfmetrics = otlp.http_get(metrics_url)
+        if not got:
+            _fail(gw, f"replica A lacks {len(missing())} of 30 traces after B left")
+    per_trace: dict[bytes, set[bytes]] = {}
+    for span in a.spans()[a_before:]:
+        per_trace.setdefault(span.trace_id, set()).add(span.span_id)
+    assert all(len(per_trace[t]) == 3 for t in sent), "a span of a failed-over trace is missing"
+    failed = _samples(selfmetrics, r"otelcol_exporter_(send|enqueue)_failed_spans(_total)?")
+    assert not any(failed.values()), failed
