@@ -173,14 +173,15 @@ class _Recorder(trace_service_pb2_grpc.TraceServiceServicer):
 
 
 class FakeTraceBackend:
-    """An OTLP/gRPC TraceService on 127.0.0.1 that records what it is sent."""
+    """An OTLP/gRPC TraceService on `host` that records what it is sent (on `port`, or a
+    free one); a stopped one can be replaced by a new one on the same port."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.recorder = _Recorder()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self.recorder, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.endpoint = f"127.0.0.1:{self.port}"
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self.endpoint = f"{host}:{self.port}"
 
     def __enter__(self) -> FakeTraceBackend:
         self.server.start()

@@ -204,6 +204,28 @@ def test_gateway_logs_overlay_merged(otelcol_binary: str, kind: str) -> None:
     assert pipelines["logs/other"]["exporters"] == ["otlp_grpc/sink"]
 
 
+@pytest.mark.parametrize("kind", ["static", "dns", "k8s"])
+def test_gateway_queue_and_retry_only_at_the_load_balancer(otelcol_binary: str, kind: str) -> None:
+    """Issue 27: the per-replica exporters have no queue and no retry.  The load balancer
+    creates them without self-metrics, and a queue of theirs accepts a batch at once, so
+    the load balancer's own retry (with OTEL_PROGRESS_RETRY_MAX_ELAPSED) and re-routing
+    never applied: a batch was dropped after the per-replica retry (60 s), uncounted."""
+    files = {
+        "static": ["gateway.yaml", "gateway-logs.yaml"],
+        "dns": ["gateway-dns.yaml", "gateway-logs-dns.yaml"],
+        "k8s": ["gateway-k8s.yaml", "gateway-logs-k8s.yaml"],
+    }[kind]
+    cfg = _print_config(otelcol_binary, files, {**SAMPLE_ENV, "OTEL_PROGRESS_RETRY_MAX_ELAPSED": "7m"})
+    for name in ("load_balancing", "load_balancing/logs"):
+        lb = cfg["exporters"][name]
+        assert lb["retry_on_failure"]["enabled"] is True, name
+        assert lb["retry_on_failure"]["max_elapsed_time"] == "7m0s", name
+        assert lb["sending_queue"] is not None, name
+        per_replica = lb["protocol"]["otlp"]
+        assert per_replica["retry_on_failure"]["enabled"] is False, name
+        assert per_replica["sending_queue"] is None, f"{name}: a per-replica queue hides failures"
+
+
 def test_sink_pipelines(otelcol_binary: str) -> None:
     cfg = _print_config(otelcol_binary, ["sink.yaml"])
     pipelines = cfg["service"]["pipelines"]
