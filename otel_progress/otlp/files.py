@@ -23,6 +23,7 @@ import gzip
 import io
 import json
 import math
+import operator
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -223,13 +224,21 @@ def _is_candidate(name: str, attributes: Any) -> bool:
     name prefix), decided without converting any attribute value."""
     if name.startswith(MARKER_NAME_PREFIXES):
         return True
-    if isinstance(attributes, list):
-        for item in attributes:
-            if type(item) is dict or isinstance(item, Mapping):
-                key = item.get("key")
-                if isinstance(key, str) and key in MARKER_KEYS:
-                    return True
+    if not isinstance(attributes, list):
+        return False
+    try:  # the usual list of {"key", "value"} objects, in C
+        return not MARKER_KEYS.isdisjoint(map(_KEY, attributes))
+    except (KeyError, TypeError, IndexError):  # an item without a key, not an object, or an unhashable key
+        pass
+    for item in attributes:
+        if isinstance(item, Mapping):
+            key = item.get("key")
+            if isinstance(key, str) and key in MARKER_KEYS:
+                return True
     return False
+
+
+_KEY = operator.itemgetter("key")
 
 
 def encode_any_value(value: Any) -> dict[str, Any]:
