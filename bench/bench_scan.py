@@ -1,17 +1,23 @@
 """``otel-progress scan``: its cost beside a JSON parse on real agent traces, then resident
 memory and throughput over a large input.
 
-Run: ``python bench/bench_scan.py [--copies 10] [--rounds 3] [--size-mb 200] [--no-large]``
-(prints its figures beside their goals; no pass/fail).
+Run: ``python bench/bench_scan.py [--copies 1] [--rounds 3] [--before 0cc1b64] [--size-mb 200]
+[--no-large]`` (prints its figures beside their goals; no pass/fail).
 
-First, on agent traffic: the real runs of ``../shared/realtraces`` (the synthetic
-scoreboard corpus where they are absent), ``--copies`` times over under new trace ids, one
-export request per line, written to a temporary file. ``otel-progress scan
---no-progress`` reads it in a fresh process (the whole process: start-up, reading,
-assembling, the engine, the report); beside it, in this process, ``json.loads`` and
-``orjson.loads`` of every line (the floor of any reader). Rounds alternate; the ratios
-are the medians of the per-round ratios, printed beside the goal (issue 16: scan <= 2x
-``json.loads``). The engine's share is the engine alone on the same tool calls.
+First, on agent traffic: the real runs of ``../shared/realtraces`` (``dev``, ``added/`` and
+``swebench/``; the synthetic scoreboard corpus where they are absent), ``--copies`` times
+over under new trace ids, one export request per line, written to a temporary file; and a
+web service's traces (40,000 plain spans: no agent, model or tool span, eight HTTP
+attributes each). Two trees are measured, alternated in every round: this one and the
+package of commit ``--before`` (extracted with ``git archive``; both byte-compiled first,
+as an installed package is). For each tree, in fresh processes: ``otel-progress scan
+--no-progress`` of the agent file (CPU of the whole process, and its peak resident
+memory), the command on a one-line file (start-up), and ``bench/scan_stages.py`` on both
+files (read and parse, records, assembly, the scan with a null engine, the whole scan:
+where the time goes). Beside them, in this process, ``json.loads`` and ``orjson.loads`` of
+every line (the floor of any reader). The ratios are medians of per-round ratios, printed
+per tree beside their goals (issue 26, item 3: scan <= 3x ``json.loads`` and <= 2x
+``orjson.loads``; plain spans no dearer than parsing them).
 
 Then it generates (once, cached under ``~/.cache/otel-progress/``) a line-delimited OTLP/JSON
 file as the Collector's file exporter writes it: batches of spans in the order they
@@ -172,9 +178,15 @@ def floors(path: Path) -> tuple[float, float]:
 
 def child_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """(CPU seconds, exit status) of a command in a fresh process (``wait4``)."""
+    cpu, status, _ = child_usage(cmd, env)
+    return cpu, status
+
+
+def child_usage(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """(CPU seconds, exit status, peak resident MB) of a command in a fresh process."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
-    return usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
 
 
 def write_plain(path: Path, spans: int) -> int:
@@ -226,7 +238,7 @@ def measure_tree(tree: Path, agent: Path, plain: Path, tiny: Path) -> dict[str, 
     scan = [sys.executable, "-m", "otel_progress.cli", "scan", "--no-progress"]
     stages = [sys.executable, str(Path(__file__).with_name("scan_stages.py"))]
     out: dict[str, float] = {}
-    out["scan"], out["exit"] = child_cpu([*scan, str(agent)], _env(tree))
+    out["scan"], out["exit"], out["rss"] = child_usage([*scan, str(agent)], _env(tree))
     out["start-up"], _ = child_cpu([*scan, str(tiny)], _env(tree))
     for name, path in (("", agent), ("plain ", plain)):
         text = subprocess.run([*stages, str(path)], env=_env(tree), check=True, capture_output=True,
@@ -307,6 +319,8 @@ def _print_real(rows: dict[str, list[dict[str, float]]], base: list[dict[str, fl
     for stage, compute in (*_SPLIT, ("the whole scan command", lambda f: f["scan"])):
         values = [med(compute(f) for f in rows[n]) for n in names]
         print(f"  {stage:<38} {'':>9}" + "".join(f" {v:>8.2f}s" for v in values))
+    rss = [med(f["rss"] for f in rows[n]) for n in names]
+    print(f"  {'peak resident memory of the command':<38} {'':>9}" + "".join(f" {v:>7.0f}MB" for v in rss))
     found = {n: sorted({int(f["detections"]) for f in rows[n]}) for n in names}
     exits = {n: sorted({int(f["exit"]) for f in rows[n]}) for n in names}
     same = len({str(v) for v in found.values()}) == 1 and len({str(v) for v in exits.values()}) == 1
@@ -317,7 +331,7 @@ def _print_real(rows: dict[str, list[dict[str, float]]], base: list[dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=200)
-    parser.add_argument("--copies", type=int, default=2, help="copies of the real runs (default 2)")
+    parser.add_argument("--copies", type=int, default=1, help="copies of the real runs (default 1)")
     parser.add_argument("--before", default="0cc1b64", help="the commit measured beside this tree, alternated"
                         " (default 0cc1b64, main before issue 26's scan work; 'none': this tree alone)")
     parser.add_argument("--rounds", type=int, default=3)
