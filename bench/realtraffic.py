@@ -31,25 +31,28 @@ __all__ = ["REAL_DIR", "RunSpans", "log_requests", "mixed_runs", "proto_runs", "
            "request_stream", "trace_documents", "traffic_source"]
 
 
-def real_files() -> list[Path]:
-    """The real runs' trace files that exist here (not the ``.steps`` files)."""
+def real_files(swebench: bool = False) -> list[Path]:
+    """The real runs' trace files that exist here (not the ``.steps`` files); ``swebench``:
+    also those of ``swebench/`` (45 MB of coding-agent runs)."""
     if not REAL_DIR.is_dir():
         return []
     files = [REAL_DIR / "dev.jsonl.gz", *sorted((REAL_DIR / "added").glob("*.jsonl.gz"))]
+    if swebench:
+        files += sorted((REAL_DIR / "swebench").glob("*.jsonl.gz"))
     return [f for f in files if f.is_file() and ".steps." not in f.name]
 
 
-def traffic_source() -> str:
+def traffic_source(swebench: bool = False) -> str:
     """What the traffic is made of, for the benchmarks' headers."""
-    files = real_files()
+    files = real_files(swebench)
     if files:
         return "real runs: " + ", ".join(str(f.relative_to(REAL_DIR)) for f in files)
     return "synthetic: the scoreboard corpus (bench/quality/corpus), GenAI convention"
 
 
-def trace_documents() -> list[dict[str, Any]]:
-    """One OTLP/JSON ``ExportTraceServiceRequest`` per run."""
-    files = real_files()
+def trace_documents(swebench: bool = False) -> list[dict[str, Any]]:
+    """One OTLP/JSON ``ExportTraceServiceRequest`` per run (``swebench``: see :func:`real_files`)."""
+    files = real_files(swebench)
     docs: list[dict[str, Any]] = []
     for path in files:
         with gzip.open(path, "rt", encoding="utf-8") as fh:

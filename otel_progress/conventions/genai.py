@@ -93,6 +93,8 @@ def tokens_from(a: Mapping[str, Any], pairs: tuple[tuple[str, str], ...], totals
     """Input + output tokens from the first pair of keys present (negative values count 0),
     else the first total; ``None`` when none is present. At most :data:`MAX_TOKENS`."""
     for pair in pairs:
+        if pair[0] not in a and pair[1] not in a:  # (the usual case: an absent key reads as None)
+            continue
         values = [as_number(a.get(k)) for k in pair]
         if any(v is not None for v in values):
             return int(min(MAX_TOKENS, sum(min(MAX_TOKENS, v) for v in values if v is not None and v > 0)))

@@ -18,6 +18,7 @@ AI, Strands, Google ADK, LlamaIndex through OpenLLMetry) are one module each in
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from ..model import NOT_CAPTURED, Compaction, ToolCall
@@ -121,7 +122,7 @@ def read_tool_call(
             error_type = error_type or _str(attrs.get("exception.type"))
             error_message = error_message or _str(attrs.get("exception.message"))
     error = bool(span.error or error_type)
-    explicit_node = _str(a.get("progress.plan.node"))
+    progress = _NO_PROGRESS if _PROGRESS_KEYS.isdisjoint(a) else _progress(a)
     return ToolCall(
         name=content.name or _fallback_name(span.name),
         arguments=NOT_CAPTURED if content.arguments is None else content.arguments,
@@ -136,18 +137,42 @@ def read_tool_call(
         parent_id=span.parent_id,
         run_id=run_id,
         agent=agent or _str(a.get("gen_ai.agent.name")) or _str(a.get("agent.name")),
-        node=explicit_node or node,
-        state=_str(a.get("progress.state")),
-        plan_step=_str(a.get("progress.plan.step")),
-        goal=_str(a.get("progress.goal.id")),
-        goal_distance=as_number(a.get("progress.goal.distance")),
-        measure=as_number(a.get("progress.measure")),
-        evidence=_ids(a.get("progress.evidence")),
-        obligations=_ids(a.get("progress.obligations")),
-        blocked_on=_str(a.get("progress.blocked_on")),
+        node=progress["node"] or node,
+        state=progress["state"],
+        plan_step=progress["plan_step"],
+        goal=progress["goal"],
+        goal_distance=progress["goal_distance"],
+        measure=progress["measure"],
+        evidence=progress["evidence"],
+        obligations=progress["obligations"],
+        blocked_on=progress["blocked_on"],
         result_truncated=content.truncated,
         executed=content.executed,
     )
+
+
+#: The ``progress.*`` attributes a tool call may carry (docs/engine.md); a span with none of
+#: them (most) skips reading them one by one.
+_PROGRESS_KEYS = frozenset({"progress.plan.node", "progress.state", "progress.plan.step", "progress.goal.id",
+                            "progress.goal.distance", "progress.measure", "progress.evidence",
+                            "progress.obligations", "progress.blocked_on"})
+_NO_PROGRESS: dict[str, Any] = dict.fromkeys(("node", "state", "plan_step", "goal", "goal_distance", "measure",
+                                              "evidence", "obligations", "blocked_on"))
+
+
+def _progress(a: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``progress.*`` fields of a tool call, as its attributes give them."""
+    return {
+        "node": _str(a.get("progress.plan.node")),
+        "state": _str(a.get("progress.state")),
+        "plan_step": _str(a.get("progress.plan.step")),
+        "goal": _str(a.get("progress.goal.id")),
+        "goal_distance": as_number(a.get("progress.goal.distance")),
+        "measure": as_number(a.get("progress.measure")),
+        "evidence": _ids(a.get("progress.evidence")),
+        "obligations": _ids(a.get("progress.obligations")),
+        "blocked_on": _str(a.get("progress.blocked_on")),
+    }
 
 
 def _ns(value: Any) -> int:

@@ -23,6 +23,7 @@ import gzip
 import io
 import json
 import math
+import operator
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
+_HEX_DIGITS = "0123456789abcdef"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ def _hex_id(value: Any, size: int) -> tuple[str, bool]:
     OTLP/JSON form) or as base64 (protobuf's JSON mapping), not all zero. A malformed id
     is kept as given (lower-cased, at most 64 characters) so that the spans that share it
     still belong together; the caller reports it."""
+    if type(value) is str and len(value) == size * 2 and not value.strip(_HEX_DIGITS):
+        return value, bool(value.strip("0"))  # the usual form: lower-case hex of the right length
     if value is None or value == "":
         return "", True
     if not isinstance(value, str):
@@ -201,29 +205,40 @@ def _attributes(items: Any) -> dict[str, Any]:
         if type(item) is dict:
             key = item.get("key")
             if type(key) is str:
-                out[key] = any_value(item.get("value"))
+                value = item.get("value")
+                if type(value) is dict:  # the usual case, inline: a string value
+                    text = value.get("stringValue", _ABSENT)
+                    if type(text) is str:
+                        out[key] = text
+                        continue
+                out[key] = any_value(value)
                 continue
         if isinstance(item, Mapping) and isinstance(item.get("key"), str):
             out[item["key"]] = any_value(item.get("value"))
     return out
 
 
-def _keys(items: Any) -> Iterator[str]:
-    """The keys of an OTLP/JSON attribute list (those :func:`_attributes` keeps), without
-    converting the values."""
-    if isinstance(items, list):
-        for item in items:
-            if isinstance(item, Mapping):
-                key = item.get("key")
-                if isinstance(key, str):
-                    yield key
-
-
 def _is_candidate(name: str, attributes: Any) -> bool:
     """Whether a span with this name and OTLP/JSON attribute list may be a tool, agent or
     model call: :func:`otel_progress.conventions.is_candidate` (a marker key or a marker
     name prefix), decided without converting any attribute value."""
-    return name.startswith(MARKER_NAME_PREFIXES) or not MARKER_KEYS.isdisjoint(_keys(attributes))
+    if name.startswith(MARKER_NAME_PREFIXES):
+        return True
+    if not isinstance(attributes, list):
+        return False
+    try:  # the usual list of {"key", "value"} objects, in C
+        return not MARKER_KEYS.isdisjoint(map(_KEY, attributes))
+    except (KeyError, TypeError, IndexError):  # an item without a key, not an object, or an unhashable key
+        pass
+    for item in attributes:
+        if isinstance(item, Mapping):
+            key = item.get("key")
+            if isinstance(key, str) and key in MARKER_KEYS:
+                return True
+    return False
+
+
+_KEY = operator.itemgetter("key")
 
 
 def encode_any_value(value: Any) -> dict[str, Any]:
@@ -309,9 +324,22 @@ def spans_from_request(
 def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: str, line: int,
           resource: Mapping[str, Any] | None = None, lean: bool = False) -> SpanRecord | None:
     get = span.get
-    trace_id, trace_ok = _hex_id(get("traceId"), 16)
-    span_id, span_ok = _hex_id(get("spanId"), 8)
-    parent_id, parent_ok = _hex_id(get("parentSpanId"), 8)
+    trace_id, span_id, parent_id = get("traceId"), get("spanId"), get("parentSpanId")
+    # the usual ids, inline (lower-case hex of the right length, not all zero); else _hex_id
+    if type(trace_id) is str and len(trace_id) == 32 and not trace_id.strip(_HEX_DIGITS) and trace_id.strip("0"):
+        trace_ok = True
+    else:
+        trace_id, trace_ok = _hex_id(trace_id, 16)
+    if type(span_id) is str and len(span_id) == 16 and not span_id.strip(_HEX_DIGITS) and span_id.strip("0"):
+        span_ok = True
+    else:
+        span_id, span_ok = _hex_id(span_id, 8)
+    if parent_id == "" or parent_id is None:
+        parent_id, parent_ok = "", True
+    elif type(parent_id) is str and len(parent_id) == 16 and not parent_id.strip(_HEX_DIGITS) and parent_id.strip("0"):
+        parent_ok = True
+    else:
+        parent_id, parent_ok = _hex_id(parent_id, 8)
     if problems is not None and not (trace_ok and span_ok and parent_ok):
         bad = [f"{key} {_show(get(key))}" for key, ok in
                (("traceId", trace_ok), ("spanId", span_ok), ("parentSpanId", parent_ok)) if not ok]
@@ -327,7 +355,15 @@ def _span(span: Mapping[str, Any], problems: list[ReadProblem] | None, source: s
     name = get("name", "")
     name = name if type(name) is str and name else str(_string(name) or "")
     items = get("attributes")
-    start, end = _int(get("startTimeUnixNano")), _int(get("endTimeUnixNano"))
+    start, end = get("startTimeUnixNano"), get("endTimeUnixNano")
+    try:  # the usual form, inline: decimal strings
+        start = int(start) if type(start) is str and len(start) <= 40 else _int(start)
+    except ValueError:
+        start = _int(start)
+    try:
+        end = int(end) if type(end) is str and len(end) <= 40 else _int(end)
+    except ValueError:
+        end = _int(end)
     if resource is None:
         resource = {}
     if lean and not _is_candidate(name, items):

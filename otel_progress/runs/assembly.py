@@ -82,6 +82,7 @@ class TraceAssembler:
         # released traces -> the input lines of their spans (packed)
         self._finished: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._sources: dict[str, int] = {}
+        self._last: tuple[str, int, int] = ("", -1, 0)  # the last (source, line) packed
         self.sources: list[str] = []
         self._grace_ns = int(grace_seconds * _S) if grace_seconds < 1e9 else 1 << 62
         self._max_held = max_held_spans
@@ -143,6 +144,13 @@ class TraceAssembler:
         return problem
 
     def _pack(self, source: str, line: int) -> int:
+        if line == self._last[1] and source is self._last[0]:  # the spans of one document
+            return self._last[2]
+        packed = self._pack_new(source, line)
+        self._last = (source, line, packed)
+        return packed
+
+    def _pack_new(self, source: str, line: int) -> int:
         index = self._sources.get(source)
         if index is None:
             index = self._sources[source] = len(self.sources)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..conventions import own_trace
+from ..conventions import is_candidate, own_trace
 from ..conventions.spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
@@ -242,11 +242,15 @@ def _order(obs: Observation) -> tuple[int, int, str]:
 
 
 def replay_trace(spans: Iterable[SpanRecord], model: RunModel, *, group: GroupSink | None = None) -> TraceReport:
-    """Replay one whole trace through the model, then end it (its state is freed)."""
+    """Replay one whole trace through the model, then end it (its state is freed). A trace
+    without a candidate span (:func:`~otel_progress.conventions.is_candidate`: no span a
+    convention could call a tool, agent or model call) has nothing to replay: it is only
+    ended."""
     records = list(spans)
     report = TraceReport(records[0].trace_id if records else "")
     lineage = Lineage(max_spans=max(len(records) * 2, 16))
     replay = Replay(model, report.trace_id, lineage, report, group=group)
-    replay.run(timeline(records, lineage, report))
+    if any(is_candidate(span.attributes, span.name) for span in records):
+        replay.run(timeline(records, lineage, report))
     replay.finish()
     return report
