@@ -18,6 +18,14 @@ import pytest
 
 from tests._background import group_of, start_needed
 
+try:  # Hypothesis' per-example deadline is a timed test: the machines are shared and noisy
+    from hypothesis import settings
+
+    settings.register_profile("otel-progress", deadline=None)
+    settings.load_profile("otel-progress")
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+
 TESTS = Path(__file__).resolve().parent
 
 #: Groups (directories under tests/) run after all others, in this order.
