@@ -62,6 +62,7 @@ __all__ = [
     "own_trace",
     "read_call_links",
     "read_compaction",
+    "read_input_tokens",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
@@ -122,6 +123,7 @@ def _overrides(method: str) -> tuple[SpanConvention, ...]:
 _CLASSIFIERS = tuple(sorted(_overrides("classify"), key=lambda c: not isinstance(c, GenAIConvention)))
 _TOOL_READERS = _overrides("read_tool")
 _TOKEN_READERS = _overrides("read_tokens")
+_INPUT_TOKEN_READERS = _overrides("read_input_tokens")
 _AGENT_READERS = _overrides("agent_name")
 _COMPACTION_READERS = _overrides("read_compaction")
 _LINK_READERS = _overrides("read_call_links")
@@ -187,6 +189,19 @@ def read_tokens(span: SpanRecord) -> int:
     for convention in _TOKEN_READERS:
         try:
             tokens = convention.read_tokens(span)
+        except Exception:
+            continue
+        if tokens is not None:
+            return max(0, tokens)
+    return 0
+
+
+def read_input_tokens(span: SpanRecord) -> int:
+    """The input tokens of a model-call span (the context the model read), 0 if it says
+    nothing."""
+    for convention in _INPUT_TOKEN_READERS:
+        try:
+            tokens = convention.read_input_tokens(span)
         except Exception:
             continue
         if tokens is not None:

@@ -39,7 +39,7 @@ the calls it requested (each ``toolCallId``), the ``tool-result`` parts of its
 from __future__ import annotations
 
 from .base import CallLinks, SpanConvention, ToolContent, as_text, call_ids, first_text
-from .genai import tokens_from
+from .genai import input_tokens_from, tokens_from
 from .openllmetry import json_text
 from .record import SpanKind, SpanRecord
 
@@ -96,6 +96,12 @@ class AISDKConvention(SpanConvention):
         if op is None or not op.endswith(MODEL_SUFFIXES):
             return None
         return tokens_from(span.attributes, _USAGE_PAIRS, _USAGE_TOTALS)
+
+    def read_input_tokens(self, span: SpanRecord) -> int | None:
+        op = _operation(span)
+        if op is None or not op.endswith(MODEL_SUFFIXES):
+            return None
+        return input_tokens_from(span.attributes, tuple(pair[0] for pair in _USAGE_PAIRS))
 
     def read_call_links(self, span: SpanRecord) -> CallLinks | None:
         op = _operation(span)

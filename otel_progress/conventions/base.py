@@ -112,6 +112,10 @@ class SpanConvention:
         """Tokens a model-call span consumed (input + output), or ``None``."""
         return None
 
+    def read_input_tokens(self, span: SpanRecord) -> int | None:
+        """The input tokens of a model-call span (the context the model read), or ``None``."""
+        return None
+
     def agent_name(self, span: SpanRecord) -> str | None:
         """The agent's name (or id) on an agent span, or ``None``."""
         return None

@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import COMPACTION, SpanConvention, ToolContent, event_attributes, first_text
-from .genai import tokens_from
+from .genai import input_tokens_from, tokens_from
 from .record import SpanKind, SpanRecord
 
 __all__ = ["ClaudeCodeConvention"]
@@ -62,6 +62,7 @@ _PREFIX = "claude_code."
 _KINDS = {("claude_code.tool", "tool"): SpanKind.TOOL, ("claude_code.interaction", "interaction"): SpanKind.AGENT,
           ("claude_code.llm_request", "llm_request"): SpanKind.MODEL}
 _TOKENS = (("input_tokens", "output_tokens"),)
+_CACHED = ("cache_read_tokens", "cache_creation_tokens")  # input read from and written to the cache
 
 
 class ClaudeCodeConvention(SpanConvention):
@@ -83,6 +84,12 @@ class ClaudeCodeConvention(SpanConvention):
         if span.name != "claude_code.llm_request" or span.attributes.get("span.type") != "llm_request":
             return None
         return tokens_from(span.attributes, _TOKENS, ())
+
+    def read_input_tokens(self, span: SpanRecord) -> int | None:
+        if span.name != "claude_code.llm_request" or span.attributes.get("span.type") != "llm_request":
+            return None
+        # (Anthropic's input_tokens leaves out the cached part of the context: added back)
+        return input_tokens_from(span.attributes, ("input_tokens",), _CACHED)
 
     def read_compaction(self, span: SpanRecord) -> str | None:
         a = span.attributes

@@ -57,7 +57,8 @@ from .base import (
 )
 from .record import SpanKind, SpanRecord
 
-__all__ = ["GenAIConvention", "is_compacted", "is_nested", "message_parts", "tokens_from", "tool_decision"]
+__all__ = ["GenAIConvention", "input_tokens_from", "is_compacted", "is_nested", "message_parts", "tokens_from",
+           "tool_decision"]
 
 OPERATION = "gen_ai.operation.name"
 _MODEL_OPS = frozenset({"chat", "generate_content", "text_completion", "embeddings"})
@@ -102,6 +103,18 @@ def tokens_from(a: Mapping[str, Any], pairs: tuple[tuple[str, str], ...], totals
         v = as_number(a.get(key))
         if v is not None:
             return int(min(MAX_TOKENS, v)) if v > 0 else 0
+    return None
+
+
+def input_tokens_from(a: Mapping[str, Any], keys: tuple[str, ...], cached: tuple[str, ...] = ()) -> int | None:
+    """The input tokens: the first of ``keys`` present (negative values count 0), plus the
+    ``cached`` counts a convention reports apart from its input count (Anthropic's cache
+    reads and writes); ``None`` when none of ``keys`` is present. At most :data:`MAX_TOKENS`."""
+    for key in keys:
+        value = as_number(a.get(key))
+        if value is not None:
+            total = max(0, value) + sum(max(0, v) for v in (as_number(a.get(k)) for k in cached) if v is not None)
+            return int(min(MAX_TOKENS, total))
     return None
 
 
@@ -257,6 +270,10 @@ class GenAIConvention(SpanConvention):
 
     def read_tokens(self, span: SpanRecord) -> int | None:
         return tokens_from(span.attributes, _USAGE_PAIRS, ("gen_ai.usage.total_tokens",))
+
+    def read_input_tokens(self, span: SpanRecord) -> int | None:
+        # (gen_ai.usage.input_tokens counts cached input tokens too, by the conventions)
+        return input_tokens_from(span.attributes, tuple(pair[0] for pair in _USAGE_PAIRS))
 
     def agent_name(self, span: SpanRecord) -> str | None:
         name = first_text(span.attributes, "gen_ai.agent.name", "gen_ai.agent.id", "gen_ai.workflow.name")

@@ -15,7 +15,7 @@ facade reduces those envelopes (:mod:`.envelopes`). A value hidden by the
 from __future__ import annotations
 
 from .base import SpanConvention, ToolContent, first_text
-from .genai import tokens_from
+from .genai import input_tokens_from, tokens_from
 from .record import SpanKind, SpanRecord
 
 __all__ = ["OpenInferenceConvention"]
@@ -60,6 +60,9 @@ class OpenInferenceConvention(SpanConvention):
     def read_tokens(self, span: SpanRecord) -> int | None:
         return tokens_from(span.attributes, (("llm.token_count.prompt", "llm.token_count.completion"),),
                            ("llm.token_count.total",))
+
+    def read_input_tokens(self, span: SpanRecord) -> int | None:
+        return input_tokens_from(span.attributes, ("llm.token_count.prompt",))
 
     def agent_name(self, span: SpanRecord) -> str | None:
         if not isinstance(span.attributes.get(KIND), str):

@@ -4,7 +4,8 @@ facade over :mod:`otel_progress.conventions`.
 Adapters convert their span objects (an SDK ``ReadableSpan``, an OTLP protobuf span, an
 OTLP/JSON span) into a :class:`SpanRecord`; everything after that is shared:
 :func:`classify` says what a span is, :func:`read_tool_call` builds the engine's
-:class:`~otel_progress.model.ToolCall`, :func:`read_tokens` reads model token usage,
+:class:`~otel_progress.model.ToolCall`, :func:`read_tokens` reads model token usage
+(:func:`read_input_tokens` its input part),
 :func:`agent_name` names an agent span, :func:`run_group` finds the client run of a tool
 call that has no agent span, :class:`Lineage` resolves which agent run and plan node a
 span belongs to, and :class:`CompactionMarks` finds the compactions of a run in its model
@@ -35,6 +36,7 @@ from . import (
     is_candidate,
     own_trace,
     read_compaction,
+    read_input_tokens,
     read_tokens,
     read_tool,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "agent_name",
     "classify",
     "is_candidate",
+    "read_input_tokens",
     "read_tokens",
     "read_tool_call",
     "run_group",

@@ -151,18 +151,22 @@ class ProgressEngine:
             _log.debug("otel-progress: compaction failed", exc_info=True)
             return []
 
-    def record_tokens(self, trace_id: str, run_id: str, tokens: int, *, now: float | None = None) -> None:
-        """Add tokens a run's model calls consumed (from ``gen_ai.usage.*``)."""
+    def record_tokens(self, trace_id: str, run_id: str, tokens: int, *, input_tokens: int = 0,
+                      now: float | None = None) -> None:
+        """Add tokens a run's model calls consumed (from ``gen_ai.usage.*``), of which
+        ``input_tokens`` were their input (the context each call read: what a wasted step
+        costs besides its own output, reported as ``wasted_input_tokens``)."""
         try:
-            tokens = int(tokens)
+            tokens, input_tokens = max(0, int(tokens)), max(0, int(input_tokens))
         except (TypeError, ValueError, OverflowError):
             return
-        if tokens <= 0:
+        if tokens <= 0 and input_tokens <= 0:
             return
         with self._lock:
             trace = self._table.trace(trace_id, time.monotonic() if now is None else now)
             run = self._table.run(trace, run_id, None)
             run.tokens += tokens
+            run.input_tokens += input_tokens
             trace.tokens += tokens
 
     def set_plan_node(self, trace_id: str, node: str | None) -> None:

@@ -247,7 +247,10 @@ class Pipeline:
             run.epoch_world = run.epoch_evidence = False
             for i in self._epoch_signals:
                 run.states[i] = self.signals[i].epoch_ended(run.states[i])
-        return None if finding is None else self.escalate(run, step, finding)
+        detection = None if finding is None else self.escalate(run, step, finding)
+        if step.new_evidence or step.wrote or step.world or run.plan_advanced or run.goal_improved:
+            run.input_at_progress = run.input_tokens  # (the wasted stretch starts after this step)
+        return detection
 
     def compaction(self, run: RunState, compaction: Compaction) -> Detection | None:
         """The run's context was compacted after its steps so far (signals/compaction.py);
@@ -268,6 +271,7 @@ class Pipeline:
         if run.first_detection_turn is None:
             run.first_detection_turn = step.turn
             run.first_detection_tokens = step.tokens
+            run.first_waste_input = run.input_at_progress
         for i, signal in enumerate(self.signals):
             run.states[i] = signal.reset(run.states[i])
         if run.level >= Level.PARK:
@@ -285,6 +289,9 @@ class Pipeline:
         evidence_level = _weakest_level(step.calls)
         if evidence_level is not None:
             figures = {**figures, "evidence_level": evidence_level}
+        if run.input_tokens:
+            # the context the model read again on each step since the run last made progress
+            figures = {**figures, "wasted_input_tokens": run.input_tokens - run.input_at_progress}
         return Detection(
             reason=finding.reason,
             turn=step.turn,

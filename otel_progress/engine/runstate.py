@@ -68,7 +68,10 @@ class RunState:
         "evidence_version",
         "first_detection_tokens",
         "first_detection_turn",
+        "first_waste_input",
         "goal_improved",
+        "input_at_progress",
+        "input_tokens",
         "last_plan_step",
         "last_requests",
         "last_state",
@@ -111,6 +114,9 @@ class RunState:
         self.detections = 0
         self.first_detection_turn: int | None = None
         self.first_detection_tokens = 0
+        self.input_tokens = 0  # the input tokens of the run's model calls (the context they read)
+        self.input_at_progress = 0  # input_tokens when the run last made progress (new evidence, a write)
+        self.first_waste_input = 0  # input_at_progress at the run's first detection
         self.states: list[Any] = [s.new_state() for s in pipeline.signals]
         self.evidence = array("q")  # sorted distinct result digests
         self.evidence_version = 0
@@ -162,6 +168,13 @@ class RunState:
     def wasted_tokens(self) -> int:
         """Tokens consumed after the run's first detection."""
         return 0 if self.first_detection_turn is None else self.tokens - self.first_detection_tokens
+
+    @property
+    def wasted_input_tokens(self) -> int:
+        """The input tokens of the model calls in the run's wasted stretch: from its last
+        progress before the first detection to its end (each wasted step made the model read
+        the whole context again)."""
+        return 0 if self.first_detection_turn is None else self.input_tokens - self.first_waste_input
 
     def remember(self, span_id: str) -> bool:
         """Record a span id; False if it was seen recently (a redelivered span)."""

@@ -50,6 +50,8 @@ class RunSummary:
     wasted_tokens: int
     late_calls: int
     detections_list: tuple[Detection, ...] = field(default=())
+    #: the input tokens of the model calls in the wasted stretch (RunState.wasted_input_tokens)
+    wasted_input_tokens: int = 0
 
 
 def summarise(trace_id: str, run_id: str, run: RunState | None, detections: list[Detection]) -> RunSummary:
@@ -70,4 +72,5 @@ def summarise(trace_id: str, run_id: str, run: RunState | None, detections: list
         wasted_tokens=run.wasted_tokens,
         late_calls=run.late,
         detections_list=tuple(detections),
+        wasted_input_tokens=run.wasted_input_tokens,
     )

@@ -122,6 +122,7 @@ class TraceState:
             # a detection of its own
             parent.first_detection_turn = turn
             parent.first_detection_tokens = parent.tokens
+            parent.first_waste_input = parent.input_at_progress
         if self.level >= Level.PARK:
             return None
         self.level += 1

@@ -17,6 +17,7 @@ name                                  unit          attributes
                                                     run-scope detections: no one tool)
 ``progress.wasted.turns``             {turn}        gen_ai.agent.name
 ``progress.wasted.tokens``            {token}       gen_ai.agent.name
+``progress.wasted.input_tokens``      {token}       gen_ai.agent.name
 ``progress.processor.errors``         {error}       error.type
 ``progress.hook.errors``              {error}       error.type
 ``progress.runs.active``              {run}         (observable gauge)
@@ -49,6 +50,7 @@ METRIC_NAMES = (
     "progress.detections",
     "progress.wasted.turns",
     "progress.wasted.tokens",
+    "progress.wasted.input_tokens",
     "progress.processor.errors",
     "progress.hook.errors",
     "progress.runs.active",
@@ -113,6 +115,12 @@ class ProgressMetrics:
             "progress.wasted.tokens", unit="{token}",
             description="Model tokens a run consumed after its first detection (counted when the run ends).",
         )
+        self.wasted_input_tokens = meter.create_counter(
+            "progress.wasted.input_tokens", unit="{token}",
+            description="Input tokens of the model calls in a run's wasted stretch, from its last progress before"
+                        " its first detection to its end: each wasted step read the whole context again"
+                        " (counted when the run ends).",
+        )
         self.errors = meter.create_counter(
             "progress.processor.errors", unit="{error}",
             description="Errors caught inside the span processor (never raised to the application).",
@@ -173,18 +181,21 @@ class ProgressMetrics:
                 attrs["gen_ai.tool.name"] = self._tools(det.tool)
             self.detections.add(1, attrs)
 
-    def wasted(self, agent: str | None, turns: int, tokens: int) -> None:
+    def wasted(self, agent: str | None, turns: int, tokens: int, input_tokens: int = 0) -> None:
         with contextlib.suppress(Exception):
             attrs = {"gen_ai.agent.name": self._agents(agent)}
             if turns > 0:
                 self.wasted_turns.add(turns, attrs)
             if tokens > 0:
                 self.wasted_tokens.add(tokens, attrs)
+            if input_tokens > 0:
+                self.wasted_input_tokens.add(input_tokens, attrs)
 
     def run_summary(self, summary: Any) -> None:
         """A run ended: its wasted turns and tokens, when it ended after a detection."""
         if summary.first_detection_turn is not None:
-            self.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens)
+            self.wasted(summary.agent, summary.wasted_turns, summary.wasted_tokens,
+                        getattr(summary, "wasted_input_tokens", 0))
 
     def error(self, error_type: str) -> None:
         with contextlib.suppress(Exception):

@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..conventions.spans import CompactionMarks, SpanRecord, read_tokens, read_tool_call, run_group
+from ..conventions.spans import (
+    CompactionMarks,
+    SpanRecord,
+    read_input_tokens,
+    read_tokens,
+    read_tool_call,
+    run_group,
+)
 from ..engine.config import Config
 from ..model import Detection
 from .groups import IdleGroups
@@ -116,11 +123,11 @@ class LiveFeed:
         if compaction is not None:
             dets = [*dets, *self.model.compaction(compaction)]
         dets = self.model.reported(dets)
-        tokens = read_tokens(record)
-        if tokens > 0:
+        tokens, input_tokens = read_tokens(record), read_input_tokens(record)
+        if tokens > 0 or input_tokens > 0:
             with self.tables.lock:
                 self.tables.trace(tid)  # so that the trace's end frees the engine's state
-                self.model.tokens(trace_hex, run_hex, tokens)
+                self.model.tokens(trace_hex, run_hex, tokens, input_tokens)
         if not dets:
             return None
         return self._deliver(dets, tid, format(sid, "016x"), span.end_time)

@@ -298,7 +298,7 @@ class LogRunTracker:
     def _feed(self, run: LogRun, observation: LogObservation) -> list[Detection]:
         self._buffered -= 1
         if observation.kind == "tokens":
-            self.model.tokens(run.run_key, run.run_key, observation.tokens)
+            self.model.tokens(run.run_key, run.run_key, observation.tokens, observation.input_tokens)
             return []
         if observation.kind == "compaction" and observation.compaction is not None:
             return self.model.compaction(observation.compaction)

@@ -86,10 +86,11 @@ class RunModel:
         complete step."""
         return self.engine.flush(trace, run)
 
-    def tokens(self, trace: str, run: str, tokens: int) -> None:
-        """A model call of the run ended, having consumed ``tokens``."""
-        if tokens > 0:
-            self.engine.record_tokens(trace, run, tokens)
+    def tokens(self, trace: str, run: str, tokens: int, input_tokens: int = 0) -> None:
+        """A model call of the run ended, having consumed ``tokens`` (``input_tokens`` of
+        them its input: the context it read)."""
+        if tokens > 0 or input_tokens > 0:
+            self.engine.record_tokens(trace, run, tokens, input_tokens=input_tokens)
 
     def compaction(self, compaction: Compaction) -> list[Detection]:
         """The run's context was compacted (a model span marks it, a coding agent's log

@@ -33,7 +33,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..conventions import is_candidate, own_trace
-from ..conventions.spans import CompactionMarks, Lineage, SpanKind, SpanRecord, read_tokens, read_tool_call, run_group
+from ..conventions.spans import (
+    CompactionMarks,
+    Lineage,
+    SpanKind,
+    SpanRecord,
+    read_input_tokens,
+    read_tokens,
+    read_tool_call,
+    run_group,
+)
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
 from .causal import Times, causal_times
@@ -178,10 +187,10 @@ class Replay:
 
     def model_end(self, span: SpanRecord) -> None:
         run_id = self.resolve(span.parent_id)[0]
-        tokens = read_tokens(span)
-        if tokens > 0:
+        tokens, input_tokens = read_tokens(span), read_input_tokens(span)
+        if tokens > 0 or input_tokens > 0:
             self.touched[run_id] = None
-            self.model.tokens(self.trace_id, run_id, tokens)
+            self.model.tokens(self.trace_id, run_id, tokens, input_tokens)
 
     def agent_end(self, span: SpanRecord) -> None:
         dets, summary = self.model.end_run(self.trace_id, span.span_id, span_id=span.span_id,

@@ -340,6 +340,7 @@ class BatchDetector:
             labels = {"gen_ai.agent.name": summary.agent or ""}
             self.metrics.add("progress.service.wasted.turns", summary.wasted_turns, labels)
             self.metrics.add("progress.service.wasted.tokens", summary.wasted_tokens, labels)
+            self.metrics.add("progress.service.wasted.input_tokens", summary.wasted_input_tokens, labels)
 
     def _sync_engine_stats(self) -> None:
         stats = self.engine.stats

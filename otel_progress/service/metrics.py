@@ -99,6 +99,10 @@ METRICS: tuple[MetricDef, ...] = (
               "Turns runs spent after their first detection, counted when the run ends, by gen_ai.agent.name."),
     MetricDef("progress.service.wasted.tokens", "counter", "{token}",
               "Tokens runs burned after their first detection, counted when the run ends, by gen_ai.agent.name."),
+    MetricDef("progress.service.wasted.input_tokens", "counter", "{token}",
+              "Input tokens of the model calls in runs' wasted stretches (from the last progress before the first"
+              " detection to the run's end: each wasted step read the whole context again), counted when the run"
+              " ends, by gen_ai.agent.name."),
     MetricDef("progress.service.state.traces", "gauge", "1", "Traces held in state."),
     MetricDef("progress.service.state.runs", "gauge", "1", "Agent runs held in the engine."),
     MetricDef("progress.service.state.spans", "gauge", "1", "Spans remembered in per-trace lineage tables."),

@@ -76,6 +76,11 @@ def test_a_failure_carries_its_type_and_message_and_no_result() -> None:
 def test_api_requests_give_tokens_and_decisions_nothing() -> None:
     tokens = read_log(_record("api_request", 6, input_tokens=120, output_tokens=30, model="m"))
     assert tokens is not None and tokens.kind == "tokens" and tokens.tokens == 150
+    assert tokens.input_tokens == 120
+    cached = read_log(_record("api_request", 7, input_tokens=3, output_tokens=30, cache_read_tokens=41000,
+                              cache_creation_tokens=800, model="m"))
+    # the context read: the uncached input and the cache's reads and writes
+    assert cached is not None and (cached.tokens, cached.input_tokens) == (33, 41803)
     decision = read_log(_record("tool_decision", 5, decision="accept", tool_name="Bash"))
     assert decision is not None and decision.kind == "other"
 

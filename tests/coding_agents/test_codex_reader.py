@@ -69,6 +69,7 @@ def test_tokens_come_from_the_completed_response_with_counts_only() -> None:
         **base, "input_token_count": "1200", "output_token_count": "40", "cached_token_count": "0"})
     obs = read_log(counted)
     assert obs is not None and obs.kind == "tokens" and obs.tokens == 1240
+    assert obs.input_tokens == 1200  # (the context the model read: cached tokens are part of it)
     assert read_log(LogRecordView(event_name="codex.sse_event", attributes={**base, "duration_ms": "0"})) is None
     other = {**base, "event.kind": "response.output_item.done", "input_token_count": "5"}
     assert read_log(LogRecordView(event_name="codex.sse_event", attributes=other)) is None

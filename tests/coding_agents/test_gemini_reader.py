@@ -61,6 +61,7 @@ def test_tokens_come_from_api_responses() -> None:
         "input_token_count": 900, "output_token_count": 30, "thoughts_token_count": 0, "total_token_count": 930})
     obs = read_log(record)
     assert obs is not None and obs.kind == "tokens" and obs.tokens == 930
+    assert obs.input_tokens == 900
 
 
 def test_odd_records_are_not_read_and_nothing_raises() -> None:

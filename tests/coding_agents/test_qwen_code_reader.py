@@ -58,6 +58,7 @@ def test_unreadable_arguments_are_names_evidence() -> None:
 def test_api_responses_give_tokens() -> None:
     obs = read_log(_record("qwen-code.api_response", input_token_count=150, output_token_count=25))
     assert obs is not None and obs.kind == "tokens" and obs.tokens == 175
+    assert obs.input_tokens == 150
 
 
 @pytest.mark.parametrize("odd", [

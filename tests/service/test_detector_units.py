@@ -164,3 +164,15 @@ def test_unreadable_marked_span_is_counted_and_kept_out_of_the_lineage() -> None
     result = detector.process(slim.SerializeToString())
     assert (result.spans, result.genai) == (1, 0)
     assert detector.metrics.value("progress.service.spans.unreadable") == 1
+
+
+def test_wasted_input_tokens_are_counted_when_a_looping_run_ends() -> None:
+    """Issue 29, item 7: the model calls of the wasted stretch read 100 input tokens each;
+    the run found nothing new from its first step on, so every call is in the stretch."""
+    from .helpers import loop_trace
+
+    detector = BatchDetector(ProgressEngine(Config()))
+    result = detector.process(request(loop_trace(3, turns=6)).SerializeToString())
+    first = result.new_detections[0]
+    assert first.figures["wasted_input_tokens"] == 100 * first.turn
+    assert detector.metrics.value("progress.service.wasted.input_tokens", {"gen_ai.agent.name": "researcher"}) == 600

@@ -53,6 +53,8 @@ class LogObservation(NamedTuple):
             :data:`EVIDENCE_NAMES`: what the record lets a detector conclude.
         compaction: the compaction, for ``kind == "compaction"``.
         session_wide: ``run_key`` names the session only (see ``run_key``).
+        input_tokens: the input part of ``tokens`` (the context the model read, cached
+            input included), for ``kind == "tokens"``.
     """
 
     kind: str
@@ -64,6 +66,7 @@ class LogObservation(NamedTuple):
     evidence_level: str = EVIDENCE_FULL
     compaction: Compaction | None = None
     session_wide: bool = False
+    input_tokens: int = 0
 
 
 class LogConvention:

@@ -113,7 +113,10 @@ class ClaudeCodeLogs(LogConvention):
         order = (sequence if sequence is not None else -1, record.time_ns, record.index)
         if kind == _API_REQUEST:
             tokens = (as_int(attrs.get("input_tokens")) or 0) + (as_int(attrs.get("output_tokens")) or 0)
-            return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT)
+            # (input_tokens leaves out the cached part of the context the model read)
+            read = sum(max(0, as_int(attrs.get(k)) or 0) for k in ("input_tokens", "cache_read_tokens",
+                                                                   "cache_creation_tokens"))
+            return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT, input_tokens=read)
         if kind == _TOOL_DECISION:
             return LogObservation("other", run_key, order, agent=AGENT)
         if kind == _COMPACTION:

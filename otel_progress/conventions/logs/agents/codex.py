@@ -118,7 +118,8 @@ class CodexConvention(LogConvention):
             if "input_token_count" not in attributes and "output_token_count" not in attributes:
                 return None
             tokens = to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
-            return LogObservation("tokens", run_key, order, tokens=tokens, agent="codex")
+            return LogObservation("tokens", run_key, order, tokens=tokens, agent="codex",
+                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))))
         if event != TOOL_RESULT:
             return None
         return self._tool(record, attributes, run_key, order)

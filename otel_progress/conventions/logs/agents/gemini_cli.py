@@ -113,7 +113,8 @@ class GeminiCliConvention(LogConvention):
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
             return LogObservation("tokens", run_key, order, tokens=tokens, agent="gemini-cli",
-                                  evidence_level=EVIDENCE_ARGUMENTS)
+                                  evidence_level=EVIDENCE_ARGUMENTS,
+                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))))
         if event != TOOL_CALL:
             return None
         return self._tool(record, attributes, run_key, order, start_ns)

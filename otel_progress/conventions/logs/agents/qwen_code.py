@@ -50,7 +50,8 @@ class QwenCodeLogs(LogConvention):
         order = (record.time_ns, record.index)
         if record.event_name == _API_RESPONSE:
             tokens = (as_int(attrs.get("input_token_count")) or 0) + (as_int(attrs.get("output_token_count")) or 0)
-            return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT)
+            return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT,
+                                  input_tokens=max(0, as_int(attrs.get("input_token_count")) or 0))
         if record.event_name != _TOOL_CALL:
             return None
         name = attrs.get("function_name")
