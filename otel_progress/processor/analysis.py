@@ -123,9 +123,13 @@ class SpanAnalysis:
                 plain = CLASSIFY_KEYS.isdisjoint(span._attributes._dict)  # type: ignore[attr-defined]
                 sid = span._context[1]
             except SHAPE_ERRORS:
+                # (analysed once, publicly: a span it leaves unannotated comes back as it
+                # was and must not be analysed again below; its tokens would count twice)
                 out = self._analysed_public(span)
-                parent, plain = None, False
-            if parent is not None and not parent[2] and plain:
+                parent, plain, sid = None, False, None
+            if sid is None:
+                pass
+            elif parent is not None and not parent[2] and plain:
                 # A plain span: forget it if it was inside a run.
                 entry = self._spans.pop(sid, None)
                 if entry is not None and entry[2] != OTHER:

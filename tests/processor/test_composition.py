@@ -187,8 +187,10 @@ def test_spans_without_the_private_fields_take_the_public_path(analysis: str) ->
     want, want_spans, _ = _loop(lambda p: p, analysis)
     got, got_spans, progress = _loop(Mangler, analysis)
     assert progress.processor_errors == 0
-    assert [(d.reason, d.turn, d.level, d.run_id != "", d.tool) for d in got] == \
-        [(d.reason, d.turn, d.level, d.run_id != "", d.tool) for d in want]
+    # (the tokens too: a model span the public path left unannotated was once analysed
+    # twice, its tokens counted twice)
+    assert [(d.reason, d.turn, d.level, d.run_id != "", d.tool, d.tokens) for d in got] == \
+        [(d.reason, d.turn, d.level, d.run_id != "", d.tool, d.tokens) for d in want]
     assert len(got) == 2
     annotated = [(s["name"], s["events"]) for s in got_spans if s["events"]]
     assert annotated == [(s["name"], s["events"]) for s in want_spans if s["events"]]

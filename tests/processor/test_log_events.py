@@ -74,8 +74,11 @@ def test_each_detection_is_one_record_parented_to_its_span(analysis: str) -> Non
             **det.event_attributes(),
             "gen_ai.agent.name": "docs-agent",
         }
-        assert record.body == (f"docs-agent stopped making progress at turn {det.turn}: barren (barren steps 4)"
-                               f" on search_docs; level {int(det.level)}, {det.level.action}")
+        # (each of docs_loop's model calls reads 1,000 input tokens; none of its steps made progress)
+        assert det.figures["wasted_input_tokens"] == 1000 * det.turn
+        assert record.body == (f"docs-agent stopped making progress at turn {det.turn}: barren (barren steps 4,"
+                               f" wasted input tokens {1000 * det.turn}) on search_docs; level {int(det.level)},"
+                               f" {det.level.action}")
         assert "refund" not in str(attrs)  # never the arguments
         assert rw.instrumentation_scope.name == "otel_progress"
         assert rw.resource.attributes["service.name"] == "agent-app"  # the application's resource
