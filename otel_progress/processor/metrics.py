@@ -107,20 +107,7 @@ class ProgressMetrics:
             "progress.detections", unit="{detection}",
             description="Detections of agent runs that stopped making progress.",
         )
-        self.wasted_turns = meter.create_counter(
-            "progress.wasted.turns", unit="{turn}",
-            description="Turns a run took after its first detection (counted when the run ends).",
-        )
-        self.wasted_tokens = meter.create_counter(
-            "progress.wasted.tokens", unit="{token}",
-            description="Model tokens a run consumed after its first detection (counted when the run ends).",
-        )
-        self.wasted_input_tokens = meter.create_counter(
-            "progress.wasted.input_tokens", unit="{token}",
-            description="Input tokens of the model calls in a run's wasted stretch, from its last progress before"
-                        " its first detection to its end: each wasted step read the whole context again"
-                        " (counted when the run ends).",
-        )
+        self._wasted_counters(meter)
         self.errors = meter.create_counter(
             "progress.processor.errors", unit="{error}",
             description="Errors caught inside the span processor (never raised to the application).",
@@ -180,6 +167,23 @@ class ProgressMetrics:
             if det.tool:  # a run-scope detection is about sub-agent invocations, not one tool
                 attrs["gen_ai.tool.name"] = self._tools(det.tool)
             self.detections.add(1, attrs)
+
+    def _wasted_counters(self, meter: Any) -> None:
+        """The counters of what runs spent after they stopped making progress."""
+        self.wasted_turns = meter.create_counter(
+            "progress.wasted.turns", unit="{turn}",
+            description="Turns a run took after its first detection (counted when the run ends).",
+        )
+        self.wasted_tokens = meter.create_counter(
+            "progress.wasted.tokens", unit="{token}",
+            description="Model tokens a run consumed after its first detection (counted when the run ends).",
+        )
+        self.wasted_input_tokens = meter.create_counter(
+            "progress.wasted.input_tokens", unit="{token}",
+            description="Input tokens of the model calls in a run's wasted stretch, from its last progress before"
+                        " its first detection to its end: each wasted step read the whole context again"
+                        " (counted when the run ends).",
+        )
 
     def wasted(self, agent: str | None, turns: int, tokens: int, input_tokens: int = 0) -> None:
         with contextlib.suppress(Exception):
