@@ -249,7 +249,7 @@ def detect(path: Path, config: Config | None = None) -> list[Detection]:
     for run_key, items in runs.items():
         for n, item in enumerate(sorted(items, key=lambda o: o.order)):
             if item.kind == "tokens":
-                engine.record_tokens(run_key, run_key, item.tokens)
+                engine.record_tokens(run_key, run_key, item.tokens, input_tokens=item.input_tokens)
             elif item.kind == "tool" and item.call is not None:
                 out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
             elif item.kind == "compaction" and item.compaction is not None:
