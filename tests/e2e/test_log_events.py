@@ -35,6 +35,7 @@ import yaml
 from tests.service.helpers import free_port, http_get, prom_value, wait_until
 
 from .conftest import REPO, Procs, start_prometheus
+from .sink_counts import attrs, docs
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -48,39 +49,15 @@ INSTRUMENT = str(Path(sys.executable).parent / "opentelemetry-instrument")
 # -- reading the sink's files (OTLP/JSON lines of the file exporter) -----------------------
 
 
-def _value(v: dict[str, Any]) -> Any:
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in v:
-            return v[key]
-    if "intValue" in v:
-        return int(v["intValue"])
-    return v
-
-
-def _attrs(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {a["key"]: _value(a.get("value", {})) for a in items or ()}
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for f in sorted(path.parent.glob(path.stem + "*")):
-        for line in f.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue  # a line still being written
-    return out
-
-
 def _records(path: Path) -> list[dict[str, Any]]:
     """Every log record in the sink's logs file, with its resource's attributes."""
     out = []
-    for doc in _lines(path):
+    for doc in docs(path):
         for rl in doc.get("resourceLogs", ()):
-            resource = _attrs(rl.get("resource", {}).get("attributes"))
+            resource = attrs(rl.get("resource", {}).get("attributes"))
             for sl in rl.get("scopeLogs", ()):
                 for rec in sl.get("logRecords", ()):
-                    out.append({**rec, "attrs": _attrs(rec.get("attributes")), "resource": resource,
+                    out.append({**rec, "attrs": attrs(rec.get("attributes")), "resource": resource,
                                 "scope": sl.get("scope", {}).get("name", "")})
     return out
 
@@ -88,13 +65,13 @@ def _records(path: Path) -> list[dict[str, Any]]:
 def _event_spans(path: Path) -> dict[tuple[str, str], list[int]]:
     """(trace id, span id) of every tool span carrying a detection span event -> the turns."""
     out: dict[tuple[str, str], list[int]] = {}
-    for doc in _lines(path):
+    for doc in docs(path):
         for rs in doc.get("resourceSpans", ()):
             for ss in rs.get("scopeSpans", ()):
                 for span in ss.get("spans", ()):
                     if not span["name"].startswith("execute_tool"):
                         continue
-                    turns = [int(_attrs(e.get("attributes"))["progress.turn"]) for e in span.get("events", ())
+                    turns = [int(attrs(e.get("attributes"))["progress.turn"]) for e in span.get("events", ())
                              if e["name"] in ("no_progress", "livelock")]
                     if turns:
                         out[(span["traceId"], span["spanId"])] = turns
