@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import CONFIG_DIR
+from .conftest import CONFIG_DIR, in_ci
 
 START_TIMEOUT_S = 30
 RULES = CONFIG_DIR / "alerting" / "prometheus-rules.yaml"
@@ -222,7 +222,8 @@ def _private_hosts_wrapper(binary: str, hosts: Path, tmp_path: Path) -> str:
     /etc/hosts, so the test can change what a name resolves to for the Collector only
     (Go's resolver rereads /etc/hosts when it changes).  Needs root (unshare -m)."""
     if not (hasattr(os, "geteuid") and os.geteuid() == 0) or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) to give the Collector its own /etc/hosts")
+        # (CI runs as root with util-linux: a missing prerequisite there is a failure, not a skip)
+        (pytest.fail if in_ci() else pytest.skip)("needs root and unshare(1) to give the Collector its own /etc/hosts")
     probe = subprocess.run(
         ["unshare", "-m", "sh", "-c", f"mount --bind {hosts} /etc/hosts"],
         capture_output=True,
@@ -231,7 +232,8 @@ def _private_hosts_wrapper(binary: str, hosts: Path, tmp_path: Path) -> str:
         check=False,
     )
     if probe.returncode != 0:
-        pytest.skip(f"cannot bind-mount /etc/hosts in a mount namespace: {probe.stderr.strip()}")
+        (pytest.fail if in_ci() else pytest.skip)(
+            f"cannot bind-mount /etc/hosts in a mount namespace: {probe.stderr.strip()}")
     wrapper = tmp_path / "otelcol-private-hosts"
     wrapper.write_text(
         f'#!/bin/sh\nexec unshare -m sh -c \'mount --bind {hosts} /etc/hosts && exec "$0" "$@"\' {binary} "$@"\n'
