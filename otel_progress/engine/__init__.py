@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from operator import attrgetter
 
 from ..evidence.canonical import Digester
-from ..model import Compaction, Detection, ToolCall
+from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
 from .pipeline import Pipeline
 from .runstate import RunState
@@ -120,6 +120,14 @@ class ProgressEngine:
         for trace_id, run_id in touched:
             out.extend(self.flush(trace_id, run_id))
         return out
+
+    def observe_model(self, output: ModelOutput, *, now: float | None = None) -> list[Detection]:
+        """One model call of a run answered (its text, reasoning and the tool calls it
+        requested, :class:`~otel_progress.model.ModelOutput`); the detections of the
+        model-side signals (text and reasoning repeats, requests never executed).
+
+        Not evaluated yet: returns no detection (the signals land with issue 29)."""
+        return []
 
     def compaction(self, compaction: Compaction, *, now: float | None = None) -> list[Detection]:
         """The run's context was compacted at ``compaction.time_ns`` (the agent replaced its

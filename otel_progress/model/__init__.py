@@ -19,9 +19,11 @@ __all__ = [
     "Detection",
     "Finding",
     "Level",
+    "ModelOutput",
     "Reason",
     "Scope",
     "ToolCall",
+    "ToolRequest",
 ]
 
 EVENT_NO_PROGRESS = "no_progress"
@@ -59,6 +61,11 @@ class Reason(enum.StrEnum):
     ERROR_RECURRENCE = "error_recurrence"
     SAME_ANSWER = "same_answer"
     COMPACTION_LIVELOCK = "compaction_livelock"
+    #: the model's text (or reasoning) repeats what it already said, with nothing new between
+    TEXT_REPEAT = "text_repeat"
+    #: the same tool request keeps going unexecuted (unknown tool, refused, arguments that
+    #: did not parse, or never answered by any tool call)
+    UNEXECUTED_REPEAT = "unexecuted_repeat"
 
     def __str__(self) -> str:
         return self.value
@@ -90,6 +97,8 @@ class Scope(enum.StrEnum):
 
     AGENT = "agent"
     RUN = "run"
+    #: the runs of one conversation (``gen_ai.conversation.id``) across traces
+    CONVERSATION = "conversation"
 
     def __str__(self) -> str:
         return self.value
@@ -141,11 +150,52 @@ class ToolCall:
     evidence_level: str = "full"
     result_truncated: bool = False
     executed: bool = True
+    #: the tool-call id the model gave the call (``gen_ai.tool.call.id``), when known: it
+    #: matches the call to the request in a model output (:class:`ToolRequest`)
+    call_id: str | None = None
 
     @property
     def captured(self) -> bool:
         """Whether the call carried arguments or a result to compare."""
         return self.arguments is not NOT_CAPTURED or self.result is not NOT_CAPTURED
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """A tool call the model asked for in its output (it may never run: an unknown tool,
+    a call the harness or the user refused, arguments that did not parse)."""
+
+    name: str
+    arguments: Any = NOT_CAPTURED
+    call_id: str | None = None
+
+
+@dataclass(slots=True)
+class ModelOutput:
+    """What one model call answered, as read from an inference span (``chat ...``, an AI
+    SDK step) or a coding agent's response record: the model's side of a step.
+
+    ``text`` and ``reasoning`` are the output's text and reasoning parts, joined (``None``:
+    not captured, or none); ``requests`` the tool calls it asked for; ``prompt`` the latest
+    user message of its input (``None``: not captured): a new one is a new request from the
+    user, so an answer repeated to a new question is no loop. Times are Unix nanoseconds.
+    """
+
+    trace_id: str = ""
+    run_id: str = ""
+    span_id: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    agent: str | None = None
+    text: str | None = None
+    reasoning: str | None = None
+    requests: tuple[ToolRequest, ...] = ()
+    prompt: str | None = None
+
+    @property
+    def captured(self) -> bool:
+        """Whether the output carried any content to compare."""
+        return self.text is not None or self.reasoning is not None or bool(self.requests)
 
 
 #: ``Compaction.trigger``: the agent compacted on its own (its context was nearly full).
@@ -205,7 +255,8 @@ class Detection:
         reason: why it fired.
         turn: 1-based step index in the run (a batch of parallel calls is one step).
         level: the escalation level (1 nudge, 2 restart, 3 park).
-        scope: ``agent`` (one run) or ``run`` (the whole trace, across agents).
+        scope: ``agent`` (one run), ``run`` (the whole trace, across agents) or
+            ``conversation`` (the runs of one conversation, across traces).
         trace_id, span_id: hex ids of the span the detection belongs on.
         run_id: the run's key (the ``invoke_agent`` span id, or ``""`` for the trace).
         agent: the agent's name or id, when known.
