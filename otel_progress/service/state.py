@@ -1,0 +1,366 @@
+"""Run state that outlives a ``serve`` process: checkpoints and the hand-off store.
+
+What a replica knows of each open trace (the engine's state of its runs, their escalation
+level, what was reported and placed: :class:`~otel_progress.runs.carry.TraceBundle`) is
+written with the engine's codec (:mod:`otel_progress.engine.snapshot`: a fingerprint of
+the writer, an HMAC, a restricted pickle) to
+
+* a **checkpoint file** in ``--state-dir`` (:class:`Checkpoints`): on SIGTERM/SIGINT
+  after the drain, and every ``--checkpoint-interval`` seconds, the most recently used
+  traces first up to ``--checkpoint-max-mib``; read back on start;
+* a **store** shared by the replicas, ``--state-store redis://host:port/db``
+  (:class:`RedisStore`, Redis or Valkey): after each batch, the state of the traces it
+  touched (pipelined, one round trip, with the run TTL as expiry); before a batch is
+  evaluated, the generation of each of its traces is read (one ``MGET``), and a trace
+  whose stored state is newer than what this replica holds (it never saw it, or another
+  replica continued it since) is read (one more ``MGET``) and continued from there.
+
+A checkpoint or entry that is corrupt, or written by another version, hash seed or digest
+key, is a warning and an empty start (that trace, or the whole checkpoint), never a
+failure; a store that cannot be reached is a warning (rate limited), counted, and the
+batch is evaluated with what the replica holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..engine.snapshot import StateCodec, StateError
+from ..runs.carry import TraceBundle, export_trace, import_trace
+from .metrics import ServiceMetrics
+from .options import ServiceConfigError
+
+if TYPE_CHECKING:
+    from ..runs.traces import TraceTable
+
+__all__ = ["CHECKPOINT_NAME", "Checkpoints", "RedisStore", "StateKeeper"]
+
+_log = logging.getLogger("otel_progress.service")
+
+CHECKPOINT_NAME = "otel-progress-state.bin"
+_MAX_GENERATIONS = 200_000
+
+
+class _Warn:
+    """A warning logged at most once per ``every`` seconds per key (the rest counted)."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        self.every = every
+        self._last: dict[str, float] = {}
+
+    def __call__(self, key: str, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) >= self.every:
+            self._last[key] = now
+            _log.warning(message, *args)
+
+
+class RedisStore:
+    """The hand-off store: Redis or Valkey through redis-py (the ``store`` extra).
+
+    Keys: ``<prefix>g:<trace id>`` (the generation of the trace's state, an integer) and
+    ``<prefix>s:<trace id>`` (the state), both expiring ``ttl`` seconds after their write.
+    Every call raises ``OSError`` or redis-py's errors on a store that cannot be reached
+    (the caller counts and logs them)."""
+
+    def __init__(self, url: str, ttl: float, prefix: str = "otel-progress:", timeout: float = 1.0) -> None:
+        try:
+            import redis
+        except ImportError as exc:
+            raise ServiceConfigError("state_store: needs the Redis client (redis-py): pip install"
+                                     " 'otel-progress[store]'") from exc
+        try:
+            self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        except ValueError as exc:
+            raise ServiceConfigError(f"state_store: cannot use {url!r}: {exc}") from exc
+        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.url = url
+        self.ttl_ms = max(1000, int(ttl * 1000))
+        self.prefix = prefix
+
+    def ping(self) -> None:
+        """Reach the store once (raises when it cannot be reached)."""
+        self._client.ping()
+
+    def generations(self, trace_ids: Sequence[str]) -> list[int]:
+        """The stored generation of each trace (0: none)."""
+        if not trace_ids:
+            return []
+        values = self._client.mget([f"{self.prefix}g:{t}" for t in trace_ids])
+        out = []
+        for v in values:
+            try:
+                out.append(int(v) if v is not None else 0)
+            except ValueError:
+                out.append(0)
+        return out
+
+    def states(self, trace_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored state of each trace (None: none)."""
+        return list(self._client.mget([f"{self.prefix}s:{t}" for t in trace_ids])) if trace_ids else []
+
+    def put(self, entries: Iterable[tuple[str, int, bytes]]) -> None:
+        """Write ``(trace id, generation, state)`` entries in one round trip."""
+        pipe = self._client.pipeline(transaction=False)
+        for trace_id, gen, data in entries:
+            pipe.set(f"{self.prefix}s:{trace_id}", data, px=self.ttl_ms)
+            pipe.set(f"{self.prefix}g:{trace_id}", gen, px=self.ttl_ms)
+        pipe.execute()
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class Checkpoints:
+    """The checkpoint file of ``--state-dir`` (written whole, then renamed into place)."""
+
+    def __init__(self, directory: str, max_bytes: int) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, CHECKPOINT_NAME)
+        self.max_bytes = max_bytes
+
+    def ensure(self) -> None:
+        """Create the directory; raises :class:`ServiceConfigError` when it cannot be written."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            probe = os.path.join(self.directory, f".{CHECKPOINT_NAME}.probe")
+            with open(probe, "wb"):
+                pass
+            os.unlink(probe)
+        except OSError as exc:
+            raise ServiceConfigError(f"state_dir: cannot write to {self.directory}: {exc.strerror or exc}") from exc
+
+    def write(self, data: bytes) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def read(self) -> bytes | None:
+        try:
+            with open(self.path, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+
+class StateKeeper:
+    """Checkpoints and hand-off for one service's trace table (see the module docstring).
+
+    The detector calls :meth:`fetch` (outside its lock) and :meth:`adopt` (inside) before a
+    batch, :meth:`collect` (inside) and :meth:`publish` (outside) after it; the maintenance
+    thread calls :meth:`tick`; the service :meth:`restore` at start and :meth:`checkpoint`
+    after its drain."""
+
+    def __init__(self, codec: StateCodec, metrics: ServiceMetrics, *, checkpoints: Checkpoints | None = None,
+                 interval: float = 10.0, store: RedisStore | None = None) -> None:
+        self.codec = codec
+        self.metrics = metrics
+        self.checkpoints = checkpoints
+        self.interval = interval
+        self.store = store
+        self._generations: OrderedDict[str, int] = OrderedDict()
+        self._next_checkpoint = time.monotonic() + interval
+        self._warn = _Warn()
+
+    # -- the store -------------------------------------------------------------------
+
+    def _generation(self, trace_id: str) -> int:
+        return self._generations.get(trace_id, 0)
+
+    def _set_generation(self, trace_id: str, gen: int) -> None:
+        gens = self._generations
+        gens[trace_id] = gen
+        gens.move_to_end(trace_id)
+        if len(gens) > _MAX_GENERATIONS:
+            gens.popitem(last=False)
+
+    def fetch(self, trace_ids: Iterable[str]) -> list[tuple[TraceBundle, int]]:
+        """The stored states newer than this replica's, of a batch's traces (read before
+        the batch is evaluated), with their generations."""
+        store = self.store
+        if store is None:
+            return []
+        ids = list(dict.fromkeys(trace_ids))
+        try:
+            gens = store.generations(ids)
+            newer = [(t, g) for t, g in zip(ids, gens, strict=True) if g > self._generation(t)]
+            if not newer:
+                return []
+            states = store.states([t for t, _g in newer])
+        except store.errors as exc:
+            self._store_failed("read", exc)
+            return []
+        out: list[tuple[TraceBundle, int]] = []
+        for (trace_id, gen), data in zip(newer, states, strict=True):
+            if data is None:
+                continue
+            bundle = self._decode(data, f"store entry of trace {trace_id}")
+            if isinstance(bundle, TraceBundle) and bundle.trace_id == trace_id:
+                out.append((bundle, gen))
+            elif bundle is not None:
+                self._foreign("store", f"store entry of trace {trace_id}: not a trace state")
+        return out
+
+    def adopt(self, table: TraceTable, incoming: Sequence[tuple[TraceBundle, int]]) -> None:
+        """Continue the traces read by :meth:`fetch` (under the detector's lock)."""
+        now = time.monotonic()
+        for bundle, gen in incoming:
+            if gen <= self._generation(bundle.trace_id):
+                continue  # (written by this replica meanwhile)
+            try:
+                import_trace(table, bundle, now)
+            except Exception as exc:  # a state that does not fit: start that trace afresh
+                self._foreign("store", f"store entry of trace {bundle.trace_id} cannot be continued: {exc!r}")
+                continue
+            self._set_generation(bundle.trace_id, gen)
+            self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
+
+    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, int, bytes]]:
+        """The state of the traces a batch touched, to :meth:`publish` (under the lock)."""
+        if self.store is None:
+            return []
+        now = time.monotonic()
+        out: list[tuple[str, int, bytes]] = []
+        for trace_id in dict.fromkeys(trace_ids):
+            bundle = export_trace(table, trace_id, now)
+            if bundle is None:
+                continue
+            try:
+                data = self.codec.dumps(bundle)
+            except StateError as exc:
+                self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
+                self._warn("encode", "otel-progress: the state of trace %s cannot be written: %s", trace_id, exc)
+                continue
+            gen = self._generation(trace_id) + 1
+            self._set_generation(trace_id, gen)
+            out.append((trace_id, gen, data))
+        return out
+
+    def publish(self, entries: Sequence[tuple[str, int, bytes]]) -> None:
+        """Write what :meth:`collect` returned (outside the lock)."""
+        if not entries or self.store is None:
+            return
+        try:
+            self.store.put(entries)
+        except self.store.errors as exc:
+            self._store_failed("write", exc)
+            return
+        self.metrics.add("progress.service.state.stored", len(entries))
+
+    def _store_failed(self, op: str, exc: BaseException) -> None:
+        self.metrics.add("progress.service.state.errors", 1, {"op": op})
+        self._warn("store", "otel-progress: the state store %s cannot be reached (%s: %s); runs continue with"
+                   " what this replica holds", self.store.url if self.store else "", type(exc).__name__, exc)
+
+    # -- checkpoints -----------------------------------------------------------------
+
+    def tick(self, detector: Any, now: float | None = None) -> None:
+        """Write a checkpoint when ``interval`` seconds passed since the last one."""
+        if self.checkpoints is None:
+            return
+        now = time.monotonic() if now is None else now
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + self.interval
+            self.checkpoint(detector)
+
+    def checkpoint(self, detector: Any) -> int:
+        """Write every open trace (the most recently used first, within the size bound)
+        to the checkpoint file; returns how many were written."""
+        cp = self.checkpoints
+        if cp is None:
+            return 0
+        entries: list[bytes] = []
+        size, left_out = 0, 0
+        with detector.locked():
+            table = detector.traces
+            now = time.monotonic()
+            for trace_id in reversed(list(table.open.traces)):
+                bundle = export_trace(table, trace_id, now)
+                if bundle is None:
+                    continue
+                try:
+                    data = self.codec.dumps(bundle)
+                except StateError:
+                    left_out += 1
+                    continue
+                if size + len(data) > cp.max_bytes:
+                    left_out += 1
+                    continue
+                size += len(data)
+                entries.append(data)
+        try:
+            cp.write(self.codec.dumps({"written": time.time(), "entries": entries}))
+        except (OSError, StateError) as exc:
+            self.metrics.add("progress.service.state.errors", 1, {"op": "checkpoint"})
+            self._warn("checkpoint", "otel-progress: cannot write the checkpoint %s: %s", cp.path, exc)
+            return 0
+        self.metrics.add("progress.service.state.checkpoints")
+        if left_out:
+            self._warn("bound", "otel-progress: checkpoint %s holds %d traces; %d least recently used left out"
+                       " (--checkpoint-max-mib)", cp.path, len(entries), left_out)
+        return len(entries)
+
+    def restore(self, detector: Any) -> int:
+        """Continue the traces of the checkpoint file (at start); returns how many. A
+        corrupt or foreign checkpoint is a warning and an empty start."""
+        cp = self.checkpoints
+        if cp is None:
+            return 0
+        try:
+            data = cp.read()
+        except OSError as exc:
+            self._foreign("checkpoint", f"checkpoint {cp.path} cannot be read: {exc}")
+            return 0
+        if data is None:
+            return 0
+        snapshot = self._decode(data, f"checkpoint {cp.path}")
+        if snapshot is None:
+            return 0
+        if not isinstance(snapshot, dict) or not isinstance(snapshot.get("entries"), list):
+            self._foreign("checkpoint", f"checkpoint {cp.path}: not a checkpoint; starting empty")
+            return 0
+        try:
+            elapsed = max(0.0, time.time() - float(snapshot.get("written", time.time())))
+        except (TypeError, ValueError):
+            elapsed = 0.0
+        bundles = [b for d in snapshot["entries"] if isinstance(b := self._decode(d, "checkpoint entry"), TraceBundle)]
+        now = time.monotonic()
+        restored = 0
+        with detector.locked():
+            for bundle in reversed(bundles):  # (least recently used first)
+                bundle.idle += elapsed
+                bundle.engine_idle += elapsed
+                if bundle.complete_age is not None:
+                    bundle.complete_age += elapsed
+                try:
+                    import_trace(detector.traces, bundle, now)
+                except Exception as exc:
+                    self._foreign("checkpoint", f"checkpoint entry of trace {bundle.trace_id} cannot be"
+                                  f" continued: {exc!r}")
+                    continue
+                restored += 1
+        self.metrics.add("progress.service.state.continued", restored, {"source": "checkpoint"})
+        _log.info("otel-progress: restored %d open traces from %s", restored, cp.path)
+        return restored
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _decode(self, data: Any, what: str) -> Any:
+        try:
+            return self.codec.loads(data)
+        except StateError as exc:
+            self._foreign("checkpoint" if what.startswith("checkpoint") else "store",
+                          f"{what} is ignored ({type(exc).__name__}: {exc}); starting empty")
+            return None
+
+    def _foreign(self, source: str, message: str) -> None:
+        self.metrics.add("progress.service.state.ignored", 1, {"source": source})
+        self._warn(f"foreign:{source}", "otel-progress: %s", message)
