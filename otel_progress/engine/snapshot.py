@@ -15,16 +15,17 @@ it) as
 * the **HMAC** (keyed with the digest key) covers fingerprint and payload: bytes changed or
   cut are **corrupt** (:class:`CorruptState`). Without a digest key the HMAC only checks
   integrity (the key is public): the store must then be trusted;
-* the payload is a pickle whose references to the reader's pipeline (configuration,
-  digester, signals) are written as names and bound to the reader's own on load; it is
-  loaded with an allow-list of classes (the package's own classes and a few containers),
-  never arbitrary callables.
+* the payload is a pickle whose references to the writer's pipeline (configuration,
+  digester, signals) are written as names (``_shared_ref``) and bound to the reader's own
+  on load; it is loaded with an allow-list of classes (the package's own classes and a
+  few containers, a few named objects of the package), never arbitrary callables.
 
 The codec has no I/O: the service writes the bytes to a file or a store.
 """
 
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import hmac
 import io
@@ -68,6 +69,12 @@ class CorruptState(StateError):
     """State bytes that are not a state, were changed or were cut."""
 
 
+def _shared_ref(name: str) -> Any:
+    """Written in place of an object of the writer's engine (bound to the reader's own on
+    load: :class:`_Unpickler`); never called."""
+    raise StateError(f"state refers to the engine's {name!r}: read it with StateCodec.loads")
+
+
 def hash_probe() -> int:
     """``hash()`` of a fixed text: equal in two processes only with the same hash seed."""
     return hash(_PROBE_TEXT)
@@ -92,8 +99,16 @@ class StateCodec:
             "probe": hash_probe(), "key": key_id,
         }
         self._header = json.dumps(self.fingerprint, sort_keys=True, separators=(",", ":")).encode()
-        self._by_id = {id(obj): name for name, obj in shared.items()}
+        by_id = {id(obj): name for name, obj in shared.items()}
         self._by_name = dict(shared)
+
+        def reduce(obj: Any) -> Any:
+            name = by_id.get(id(obj))
+            return (_shared_ref, (name,)) if name is not None else obj.__reduce_ex__(5)
+
+        self._dispatch = copyreg.dispatch_table.copy()
+        for obj in shared.values():
+            self._dispatch[type(obj)] = reduce
         self.keyed = bool(key)
 
     @classmethod
@@ -116,8 +131,7 @@ class StateCodec:
         written (something in it is not state)."""
         buf = io.BytesIO()
         pickler = pickle.Pickler(buf, protocol=5)
-        by_id = self._by_id
-        pickler.persistent_id = lambda o: by_id.get(id(o))  # type: ignore[method-assign]
+        pickler.dispatch_table = self._dispatch  # (the shared objects by name: looked up by type, in C)
         try:
             pickler.dump(obj)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
@@ -174,13 +188,15 @@ class _Unpickler(pickle.Unpickler):
         super().__init__(file)
         self._shared = shared
 
-    def persistent_load(self, pid: Any) -> Any:
+    def _shared_object(self, name: Any) -> Any:
         try:
-            return self._shared[pid]
+            return self._shared[name]
         except (KeyError, TypeError):
-            raise CorruptState(f"refers to {pid!r}, which this engine does not have") from None
+            raise CorruptState(f"refers to {name!r}, which this engine does not have") from None
 
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == (__name__, "_shared_ref"):
+            return self._shared_object
         if (module, name) in _ALLOWED or (module, name) in _MARKERS:
             return super().find_class(module, name)
         if module == "otel_progress" or module.startswith("otel_progress."):

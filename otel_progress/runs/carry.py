@@ -12,7 +12,12 @@ A :class:`TraceBundle` holds, for one trace id, everything its continuation need
 * the run model's tags and held-back detections of the trace's runs.
 
 The spans held for the merge window are not carried (they are the spans' bytes, the bulk
-of a trace's state): a late span after a hand-off is replayed as it comes. Times are
+of a trace's state): a late span after a hand-off is replayed as it comes. Of the span ids
+a trace remembers (its lineage, the spans seen for retries, with the detections placed on
+them), the :data:`CARRIED_SPANS` latest are carried, and the ancestors of those in the
+lineage (agents, plan nodes): a retried batch older than that is detected as new (the
+engine's own record of a run's latest span ids still drops its calls), and a span whose
+parent was forgotten joins a provisional run until its ancestor arrives. Times are
 carried as ages (seconds before the export), since each process has its own monotonic
 clock. A continued trace is marked ``continued``: a detection whose ``(run, reason,
 level)`` was announced before is never announced again (:meth:`~.opentraces.TraceState.first_report`).
@@ -22,12 +27,17 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from .traces import TraceTable
 
-__all__ = ["TraceBundle", "export_trace", "import_trace"]
+__all__ = ["CARRIED_SPANS", "TraceBundle", "export_trace", "import_trace"]
+
+#: Span ids carried per trace (the latest; and in the lineage, their ancestors).
+CARRIED_SPANS = 64
 
 
 @dataclass
@@ -53,6 +63,9 @@ def export_trace(table: TraceTable, trace_id: str, now: float | None = None) -> 
         return None
     service = copy.copy(st)
     service.held, service.held_bytes, service.size = None, 0, 0
+    service.lineage = st.lineage.trimmed(CARRIED_SPANS)
+    seen = st.seen
+    service.seen = OrderedDict((sid, seen[sid]) for sid in reversed(list(islice(reversed(seen), CARRIED_SPANS))))
     engine = table.engine.trace_state(trace_id)
     model = table.model
     tags = [(k, v) for k, v in model.tags_of(trace_id)]
