@@ -15,7 +15,8 @@ agent runs (a model call and a tool call per run, as an agent's exporter sends a
 run going on over the batches. Printed: the median per-batch wall time of each, the ratios
 to plain, the thread CPU ratio, and the mean size of one trace's state. Redis runs on the
 same machine (loopback): a store across a network adds its round trips (two per batch, one
-more for traces that moved).
+more for traces that moved). Then the pause of one checkpoint (``--state-dir``) of 1,000
+open traces.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from otel_progress.runs.carry import export_trace
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.metrics import ServiceMetrics
 from otel_progress.service.otlp import key_values
-from otel_progress.service.state import RedisStore, StateKeeper
+from otel_progress.service.state import CHECKPOINT_NAME, Checkpoints, RedisStore, StateKeeper
 
 T0 = 1_700_000_000_000_000_000
 
@@ -142,6 +143,25 @@ def run(url: str, traces: int, count: int) -> None:
               f" (max {max(sizes) / 1024:.1f} KiB)")
 
 
+def checkpoint_cost(traces: int = 1000, turns: int = 8) -> None:
+    """The pause of one checkpoint (``--state-dir``) of ``traces`` open traces, beside the
+    time the same detector took to build that state."""
+    det = _detector(None)
+    w0 = time.perf_counter()
+    for raw in batches(traces, turns):
+        det.process(raw)
+    build = time.perf_counter() - w0
+    with tempfile.TemporaryDirectory() as tmp:
+        keeper = StateKeeper(det.engine.state_codec(), det.metrics, checkpoints=Checkpoints(tmp, 1 << 30))
+        w0 = time.perf_counter()
+        written = keeper.checkpoint(det)
+        pause = time.perf_counter() - w0
+        size = os.path.getsize(os.path.join(tmp, CHECKPOINT_NAME))
+    print(f"checkpoint of {written} open traces ({turns} turns each): {pause * 1e3:.0f} ms"
+          f" ({pause / written * 1e3:.3f} ms per trace, {size / written / 1024:.1f} KiB per trace),"
+          f" {pause / build:.2f}x the time their {turns} batches took to detect")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-url", default="", help="a running Redis/Valkey (default: start redis-server)")
@@ -154,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         proc, url = start_redis()
     try:
         run(url, args.traces, args.batches)
+        checkpoint_cost()
     finally:
         if proc is not None:
             proc.terminate()

@@ -44,6 +44,7 @@ _log = logging.getLogger("otel_progress.service")
 
 CHECKPOINT_NAME = "otel-progress-state.bin"
 _MAX_GENERATIONS = 200_000
+_CHECKPOINT_CHUNK = 32  # traces written per hold of the detector's lock
 
 
 class _Warn:
@@ -263,39 +264,52 @@ class StateKeeper:
     # -- checkpoints -----------------------------------------------------------------
 
     def tick(self, detector: Any, now: float | None = None) -> None:
-        """Write a checkpoint when ``interval`` seconds passed since the last one."""
+        """Write a checkpoint when ``interval`` seconds passed since the last one began
+        (or five times as long as the last one took, if that is longer)."""
         if self.checkpoints is None:
             return
         now = time.monotonic() if now is None else now
         if now >= self._next_checkpoint:
-            self._next_checkpoint = now + self.interval
             self.checkpoint(detector)
+            took = time.monotonic() - now
+            # (at most a fifth of the time spent writing checkpoints, however many traces)
+            self._next_checkpoint = now + max(self.interval, 5 * took)
 
     def checkpoint(self, detector: Any) -> int:
         """Write every open trace (the most recently used first, within the size bound)
-        to the checkpoint file; returns how many were written."""
+        to the checkpoint file; returns how many were written. The detector's lock is
+        held for a few traces at a time (each trace is consistent; the checkpoint as a
+        whole is not an instant: requests go on while it is written)."""
         cp = self.checkpoints
         if cp is None:
             return 0
         entries: list[bytes] = []
         size, left_out = 0, 0
         with detector.locked():
-            table = detector.traces
-            now = time.monotonic()
-            for trace_id in reversed(list(table.open.traces)):
-                bundle = export_trace(table, trace_id, now)
-                if bundle is None:
-                    continue
-                try:
-                    data = self.codec.dumps(bundle)
-                except StateError:
-                    left_out += 1
-                    continue
-                if size + len(data) > cp.max_bytes:
-                    left_out += 1
-                    continue
-                size += len(data)
-                entries.append(data)
+            order = list(reversed(detector.traces.open.traces))  # (the most recently used first)
+        for start in range(0, len(order), _CHECKPOINT_CHUNK):
+            # A chunk of traces at a time under the detector's lock: each trace is written
+            # whole, and requests go on between chunks.
+            with detector.locked():
+                table = detector.traces
+                now = time.monotonic()
+                for trace_id in order[start:start + _CHECKPOINT_CHUNK]:
+                    if size >= cp.max_bytes:
+                        left_out += 1
+                        continue
+                    bundle = export_trace(table, trace_id, now)
+                    if bundle is None:
+                        continue  # (closed since)
+                    try:
+                        data = self.codec.dumps(bundle)
+                    except StateError:
+                        left_out += 1
+                        continue
+                    if size + len(data) > cp.max_bytes:
+                        left_out += 1
+                        continue
+                    size += len(data)
+                    entries.append(data)
         try:
             cp.write(self.codec.dumps({"written": time.time(), "entries": entries}))
         except (OSError, StateError) as exc:
