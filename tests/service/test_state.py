@@ -244,3 +244,47 @@ def test_a_state_store_url_that_is_not_redis_is_refused_with_exit_2():
                           text=True, cwd=REPO, timeout=60, check=False)
     assert proc.returncode == 2
     assert "state_store: expected redis://" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_corrupt_store_entry_is_a_warning_and_that_run_starts_afresh(downstream):
+    import redis
+
+    first, rest = _halves(509)
+    with redis_server() as url:
+        a = Serve(downstream.endpoint, "--state-store", url)
+        b = Serve(downstream.endpoint, "--state-store", url)
+        try:
+            a.send(first)
+            client = redis.Redis.from_url(url)
+            keys = client.keys("otel-progress:s:*")
+            assert len(keys) == 1, keys
+            client.set(keys[0], b"OTPS\x00\x02{}" + b"\x00" * 64)  # (a newer generation, bytes that are no state)
+            client.incr(keys[0].replace(b":s:", b":g:"))
+            client.close()
+            mark = len(downstream.received)
+            b.send(rest)
+            after = _detections(downstream, mark)
+        finally:
+            assert a.stop() == 0, a.err
+            assert b.stop() == 0, b.err
+    assert "is ignored" in b.err and "Traceback" not in b.err, b.err
+    assert 1 in [lv for s, _r, lv in after if s != AGENT_SPAN]  # (B started that run over)
+
+
+def test_options_and_the_pinned_hash_seed():
+    from otel_progress.service.options import ServiceConfigError, from_args
+    from otel_progress.service.run import DEFAULT_HASH_SEED, hash_seed
+
+    cfg = from_args(environ={"OTEL_PROGRESS_SERVE_STATE_DIR": "/tmp/x",
+                             "OTEL_PROGRESS_SERVE_CHECKPOINT_INTERVAL": "2.5",
+                             "OTEL_PROGRESS_SERVE_CHECKPOINT_MAX_MIB": "8",
+                             "OTEL_PROGRESS_SERVE_STATE_STORE": "redis://h:6379/1"})
+    assert (cfg.state_dir, cfg.checkpoint_interval, cfg.checkpoint_max_mib, cfg.state_store) == (
+        "/tmp/x", 2.5, 8, "redis://h:6379/1")
+    for bad in ({"checkpoint_interval": 0}, {"checkpoint_max_mib": 0}, {"state_store": "h:6379"}):
+        with pytest.raises(ServiceConfigError):
+            from_args(environ={}, **bad)
+    assert hash_seed({}) == DEFAULT_HASH_SEED
+    keyed = hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "k"})
+    assert keyed == hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "k"}) != hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "j"})
+    assert 1 <= keyed <= 4294967295
