@@ -71,7 +71,7 @@ class ServiceConfig:
     state_dir: str = ""
     checkpoint_interval: float = 10.0
     checkpoint_max_mib: int = 64
-    state_store: str = ""
+    state_store: str = field(default="", repr=False)  # (may hold a password)
     service_name: str = "otel-progress"
     instance_id: str = ""
     config: str = ""
@@ -116,8 +116,8 @@ class ServiceConfig:
         if self.checkpoint_max_mib < 1:
             raise ServiceConfigError(f"checkpoint_max_mib: must be >= 1, got {self.checkpoint_max_mib!r}")
         if self.state_store and not self.state_store.startswith(("redis://", "rediss://", "unix://")):
-            raise ServiceConfigError(f"state_store: expected redis://HOST:PORT/DB (or rediss://, unix://),"
-                                     f" got {self.state_store!r}")
+            raise ServiceConfigError("state_store: expected redis://HOST:PORT/DB (or rediss://, unix://),"
+                                     f" got {self.state_store.partition('://')[0] or 'no'} scheme")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ServiceConfigError("tls_cert and tls_key: give both (or neither)")
         if self.tls_client_ca and not self.tls_cert:

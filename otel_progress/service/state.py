@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.snapshot import StateCodec, StateError
 from ..runs.carry import TraceBundle, export_trace, import_trace
+from .describe import redact_url
 from .metrics import ServiceMetrics
 from .options import ServiceConfigError
 
@@ -78,9 +79,9 @@ class RedisStore:
         try:
             self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         except ValueError as exc:
-            raise ServiceConfigError(f"state_store: cannot use {url!r}: {exc}") from exc
+            raise ServiceConfigError(f"state_store: cannot use {redact_url(url)!r}: {exc}") from exc
         self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
-        self.url = url
+        self.url = redact_url(url)  # (for messages: without its password)
         self.ttl_ms = max(1000, int(ttl * 1000))
         self.prefix = prefix
 

@@ -288,3 +288,22 @@ def test_options_and_the_pinned_hash_seed():
     keyed = hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "k"})
     assert keyed == hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "k"}) != hash_seed({"OTEL_PROGRESS_DIGEST_KEY": "j"})
     assert 1 <= keyed <= 4294967295
+
+
+def test_the_store_password_is_never_printed():
+    from otel_progress.service.describe import redact_url
+
+    assert redact_url("redis://:s3cret@h:6379/0") == "redis://:***@h:6379/0"
+    assert redact_url("redis://user:s3cret@h:6379/0") == "redis://user:***@h:6379/0"
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+    a = Serve.__new__(Serve)  # (only its stop: an unreachable store with a password)
+    port, health = free_port(), free_port()
+    env = {**env_without_serve_vars(), "PYTHONPATH": str(REPO)}
+    a.proc = subprocess.Popen([sys.executable, "-m", "otel_progress.cli", "serve", "--listen", f"127.0.0.1:{port}",
+                               "--health-listen", f"127.0.0.1:{health}", "--state-store",
+                               f"redis://:s3cret@127.0.0.1:{free_port()}/0"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert wait_until(lambda: "cannot be reached" in http_get(f"http://127.0.0.1:{health}/healthz")[1]
+                      or http_get(f"http://127.0.0.1:{health}/healthz")[0] == 200, 30, 0.2)
+    a.stop()
+    assert "s3cret" not in a.err and ":***@" in a.err, a.err
