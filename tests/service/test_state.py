@@ -6,7 +6,9 @@ guarantees"): real ``otel-progress serve`` processes over real gRPC, a real Redi
   SIGKILL from the periodic checkpoint; a corrupt or foreign checkpoint is a warning and
   an empty start (exit status 0).
 * ``--state-store``: two replicas sharing Redis, a run's first half on A and the rest on
-  B: B continues at the next level and B's agent span carries the run's detections.
+  B: B continues at the next level and B's agent span carries the run's detections; a run
+  moving back and forth; a corrupt entry or an unreachable store is a warning, detection
+  goes on; the store's password is never printed.
 """
 
 from __future__ import annotations
