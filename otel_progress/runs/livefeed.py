@@ -139,7 +139,8 @@ class LiveFeed:
         trace_hex = format(tid, "032x")
         parent_run = cp[0].hex if cp[0] is not None else ""
         with self.tables.lock:
-            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run)
+            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run,
+                                                conversation=span_session(span.attributes or {}))
         dets = self.model.reported(dets)
         mine = self._deliver(dets, tid, sid_hex, span.end_time) if dets else None
         with self.tables.lock:

@@ -15,6 +15,7 @@ from .answer import SameAnswerSignal
 from .barren import BarrenSignal
 from .base import Signal
 from .compaction import CompactionSignal
+from .conversation import ConversationSignal, TurnRecord
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
 from .location import LocationRevisitSignal
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BarrenSignal",
     "CompactionSignal",
+    "ConversationSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
     "LocationRevisitSignal",
@@ -41,12 +43,15 @@ __all__ = [
     "Signal",
     "SignatureSignal",
     "StateRevisitSignal",
+    "TurnRecord",
     "WaitSignal",
     "build_signals",
     "find_period",
 ]
 
 _AGENT_SIGNALS: tuple[type[Signal], ...] = (
+    # first: it records every step of the run (it never fires), whatever the others find
+    ConversationSignal,
     WaitSignal,
     CompactionSignal,
     RepeatCycleSignal,
