@@ -8,7 +8,10 @@ overlay on gateway.yaml and gateway-logs.yaml), in the real Collector:
   (``session.id`` on each span, as Claude Code sends them) meet on one replica;
 * end to end, with two real ``otel-progress serve`` replicas: a chat agent on the real SDK
   that does the same lookups with the same answers turn after turn (one trace per turn) is
-  caught once, with scope ``conversation``; a healthy chat stays quiet.
+  caught once, with scope ``conversation``; a healthy chat stays quiet; a real CLI's golden
+  capture (logs and spans of one session, both detecting its loop) is reported through one
+  signal only (by trace ID its spans met its records on one replica only by chance, and
+  then both replicas reported the loop).
 """
 
 from __future__ import annotations
@@ -159,9 +162,7 @@ def _serve(port: int, health: int, forward: str, log: Path) -> subprocess.Popen[
            "OTEL_PROGRESS_SERVE_LISTEN": f"127.0.0.1:{port}",
            "OTEL_PROGRESS_SERVE_HEALTH_LISTEN": f"127.0.0.1:{health}",
            "OTEL_PROGRESS_SERVE_FORWARD_ENDPOINT": forward,
-           "OTEL_PROGRESS_SERVE_DETECTION_EVENTS": "span",
-           # each span analysed as it comes: the agent span, last of its turn, ends the run
-           "OTEL_PROGRESS_SERVE_MERGE_WINDOW": "0"}
+           "OTEL_PROGRESS_SERVE_DETECTION_EVENTS": "span"}
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "otel_progress.cli", "serve"], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
@@ -221,3 +222,88 @@ def test_a_conversation_looping_across_traces_is_caught_once_behind_the_gateway(
     # the healthy chat's spans carry no detection
     assert not [s for s in spans if _str_attr(s.attributes, "gen_ai.conversation.id") == "conv-ok"
                 and any(a.key == "progress.detected" for a in s.attributes)]
+
+
+# -- a coding CLI's logs and spans of one session: one replica, one report ----------------------
+
+
+def _golden(name: str) -> list[dict[str, Any]]:
+    """The CLI's log and trace exports of a golden capture, in the order it sent them."""
+    import json
+
+    from tests.logs.conftest import GOLDEN
+
+    docs = []
+    for suffix in (".jsonl", ".traces.jsonl"):
+        docs += [json.loads(line) for line in (GOLDEN / f"{name}{suffix}").read_text().splitlines() if line.strip()]
+
+    def first_time(doc: dict[str, Any]) -> int:
+        times = [int(r.get("timeUnixNano") or r.get("observedTimeUnixNano") or 0) for rl in doc.get("resourceLogs", [])
+                 for sl in rl.get("scopeLogs", []) for r in sl.get("logRecords", [])]
+        times += [int(s["endTimeUnixNano"]) for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", [])
+                  for s in ss.get("spans", [])]
+        return min((t for t in times if t), default=0)
+
+    return sorted(docs, key=first_time)
+
+
+@pytest.mark.parametrize("name", ["claude-code-2.1.332-loop-details", "gemini-cli-0.61.0-loop"])
+def test_a_coding_clis_logs_and_spans_meet_on_one_replica_and_report_once(
+        otelcol_binary: str, otlp: Any, tmp_path: Path, name: str) -> None:
+    """The golden capture of a real CLI whose logs and spans both detect the loop (see
+    tests/logs/test_one_report.py, one serve): through the gateway and two replicas, its
+    detections reach the sink through one signal only."""
+    import grpc
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    from tests.logs.conftest import b64_ids
+
+    ports = {k: otlp.free_port() for k in ("a", "a_health", "b", "b_health")}
+    procs: list[subprocess.Popen[bytes]] = []
+    sink = _replica(otlp)
+    with sink:
+        try:
+            for replica in ("a", "b"):
+                procs.append(_serve(ports[replica], ports[f"{replica}_health"], sink.endpoint,
+                                    tmp_path / f"{replica}.log"))
+            for replica in ("a", "b"):
+                if not otlp.wait_until(lambda n=replica: _ready(otlp, ports[f"{n}_health"]), 60, 0.1):
+                    pytest.fail(f"replica {replica} not ready\n{(tmp_path / f'{replica}.log').read_text()}")
+            env, endpoint = _gateway_env(otlp, [f"127.0.0.1:{ports['a']}", f"127.0.0.1:{ports['b']}"])
+            with otlp.Collector(otelcol_binary, OVERLAYS, env, tmp_path / "gateway.log") as gw:
+                otlp.wait_port(int(endpoint.rsplit(":", 1)[1]), START_TIMEOUT_S, gw.proc)
+                sent = 0
+                with grpc.insecure_channel(endpoint) as channel:
+                    logs_stub = logs_service_pb2_grpc.LogsServiceStub(channel)
+                    traces_stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+                    for doc in _golden(name):
+                        if "resourceLogs" in doc:
+                            request = json_format.ParseDict(b64_ids(doc), logs_service_pb2.ExportLogsServiceRequest(),
+                                                            ignore_unknown_fields=True)
+                            logs_stub.Export(request, timeout=10)
+                        else:
+                            request = json_format.ParseDict(b64_ids(doc), trace_service_pb2.ExportTraceServiceRequest(),
+                                                            ignore_unknown_fields=True)
+                            sent += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+                            traces_stub.Export(request, timeout=10)
+                        time.sleep(0.02)  # as the CLI sends them, one export after the other
+                if not otlp.wait_until(lambda: len(sink.spans()) >= sent, DATA_TIMEOUT_S):
+                    pytest.fail(f"sink got {len(sink.spans())} of {sent} spans\n{gw.log()[-3000:]}")
+                time.sleep(1.0)  # the last log batches
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+    span_reports = [e for s in sink.spans() for e in s.events if e.name in ("livelock", "no_progress")]
+    log_reports = [r for req in sink.logs.requests for rl in req.resource_logs for sl in rl.scope_logs
+                   for r in sl.log_records if r.event_name in ("progress.no_progress", "progress.livelock")]
+    assert span_reports or log_reports, "the loop was not reported"
+    assert not (span_reports and log_reports), (
+        f"reported through both signals: {len(span_reports)} span events, {len(log_reports)} log records")
