@@ -293,7 +293,7 @@ class ProgressEngine:
         if parent_run_id:
             parent = trace.runs.get(parent_run_id)
             if parent is not None:
-                parent.states[self._turn_index].merge(record)  # type: ignore[index]
+                parent.states[self._turn_index].merge(record, self.config.max_evidence)  # type: ignore[index]
             return None
         if not conversation_id or self._conversations is None:
             return None

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from ..model import Detection, Finding, Level, Reason, Scope
-from .digests import admit, holds
+from .digests import admit
 from .escalation import handoff_note, nudge_text
 
 if TYPE_CHECKING:
@@ -86,9 +86,8 @@ class ConversationTable:
         cap = 4 * self.config.max_evidence
         new = False
         for key in record.items:
-            if not holds(seen, key):
+            if admit(seen, key, cap):  # a request or an answer the conversation had not seen
                 new = True
-                admit(seen, key, cap)
         if new or not record.judged:
             conv.barren = conv.burned = 0
             if new:

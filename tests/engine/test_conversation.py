@@ -169,3 +169,14 @@ def test_memory_of_a_conversation_is_bounded() -> None:
     for i in range(40):
         chat.turn([("get_order", {"id": f"A-{i}"}, {"n": i})])
     assert len(chat.engine._conversations.conversations["conv-1"].seen) <= 16
+
+
+def test_a_turn_with_more_distinct_requests_than_max_evidence_is_not_judged() -> None:
+    big = [("get_order", {"id": f"A-{i}"}, {"n": i}) for i in range(5)]
+    capped = Chat(Config(max_evidence=4))
+    for _ in range(6):
+        assert capped.turn(big) == []
+    wide = Chat(Config(max_evidence=5))
+    assert [len(wide.turn(big)) for _ in range(4)] == [0, 0, 0, 1]
+    record = wide.engine.pipeline.signals[0].new_state()
+    assert record.items.itemsize == 8  # 8 bytes a request

@@ -10,6 +10,8 @@ with the conversation's earlier turns (:mod:`otel_progress.engine.conversations`
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from typing import Any
 
 from ...model import Finding, Scope
@@ -18,33 +20,43 @@ from .base import Signal
 
 __all__ = ["ConversationSignal", "TurnRecord"]
 
-#: Distinct requests recorded per turn; a turn with more is not judged (too large to be a
-#: repeat worth reporting, and its memory stays bounded).
-MAX_TURN_ITEMS = 512
-
 
 class TurnRecord:
     """One run's requests and answers, for the conversation it belongs to.
 
     Attributes:
-        items: the keys (request and answer) of the run's successful calls.
-        unknown: a successful call of the run has no key (its result was not captured,
-            or the call moved between locations, or the turn outgrew
-            :data:`MAX_TURN_ITEMS`): the turn cannot be said to bring nothing new.
+        items: the distinct keys (request and answer) of the run's successful calls, sorted
+            (8 bytes each).
+        unknown: a successful call of the run has no key (its result was not captured, or
+            the call moved between locations), or the turn made more distinct requests than
+            ``max_evidence``: the turn cannot be said to bring nothing new.
     """
 
     __slots__ = ("items", "unknown")
 
     def __init__(self) -> None:
-        self.items: set[int] = set()
+        self.items = array("q")
         self.unknown = False
 
-    def merge(self, other: TurnRecord) -> None:
-        """Add a sub-agent's record to the record of the run that invoked it."""
-        if other.unknown or len(self.items) + len(other.items) > MAX_TURN_ITEMS:
+    def add(self, key: int, cap: int) -> None:
+        """Record a key (the turn becomes unknown past ``cap`` distinct keys)."""
+        items = self.items
+        i = bisect_left(items, key)
+        if i < len(items) and items[i] == key:
+            return
+        if len(items) >= cap:
             self.unknown = True
             return
-        self.items |= other.items
+        items.insert(i, key)
+
+    def merge(self, other: TurnRecord, cap: int) -> None:
+        """Add a sub-agent's record to the record of the run that invoked it."""
+        if other.unknown:
+            self.unknown = True
+        for key in other.items:
+            if self.unknown:
+                return
+            self.add(key, cap)
 
     @property
     def judged(self) -> bool:
@@ -67,15 +79,15 @@ class ConversationSignal(Signal):
     def evaluate(self, step: Step, state: Any, run: Any) -> Finding | None:
         if state.unknown:
             return None
-        items = state.items
+        cap = self.config.max_evidence
         for call, facts in zip(step.calls, step.facts, strict=False):
             if call.error:
                 continue  # a failure brings nothing new, nor anything old: not recorded
             key = facts.key
-            if key is None or (key not in items and len(items) >= MAX_TURN_ITEMS):
+            if key is None:
                 state.unknown = True
                 return None
-            items.add(key)
+            state.add(key, cap)
         return None
 
     def reset(self, state: Any) -> Any:
