@@ -66,6 +66,7 @@ __all__ = [
     "read_call_links",
     "read_compaction",
     "read_input_tokens",
+    "read_model_content",
     "read_model_output",
     "read_tokens",
     "read_tool",
