@@ -97,7 +97,10 @@ def request(name: Any, arguments: Any, call_id: Any) -> ToolRequest | None:
         arguments = decode_json(arguments)
         if isinstance(arguments, str):
             arguments = cap_text(arguments)
-    ident = as_text(call_id) if not isinstance(call_id, (int, float)) or isinstance(call_id, bool) else str(call_id)
+    if isinstance(call_id, int) and not isinstance(call_id, bool) and abs(call_id) < 2**63:
+        ident: str | None = str(call_id)  # (an id given as a number; a huge one is no id)
+    else:
+        ident = as_text(call_id)
     return ToolRequest(name=text, arguments=arguments, call_id=ident or None)
 
 

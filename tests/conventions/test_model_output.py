@@ -301,10 +301,13 @@ def test_readers_are_total(odd: object) -> None:
             out = read_model_output(span)
             assert out is None or isinstance(out.text, (str, type(None)))
     # a request whose name is not a text is no request; an id that is a number is its text
-    parts = [{"type": "tool_call", "name": ["x"], "id": "a"}, {"type": "tool_call", "name": "y", "id": 12}]
-    messages = json.dumps([{"role": "assistant", "parts": parts}])
+    parts = [{"type": "tool_call", "name": ["x"], "id": "a"}, {"type": "tool_call", "name": "y", "id": 12},
+             {"type": "tool_call", "name": "z", "id": 10**5000, "arguments": math.nan}]
+    messages = [{"role": "assistant", "parts": parts}]  # (a decoded value, as an in-process span may hold)
     out = read_model_output(record("chat", {**_CHAT, "gen_ai.output.messages": messages}))
-    assert out is not None and out.requests == (ToolRequest("y", NOT_CAPTURED, "12"),)
+    assert out is not None and len(out.requests) == 2
+    assert out.requests[0] == ToolRequest("y", NOT_CAPTURED, "12")
+    assert (out.requests[1].name, out.requests[1].call_id) == ("z", None)  # a huge number is no id
 
 
 def test_long_texts_are_capped_but_still_told_apart() -> None:
