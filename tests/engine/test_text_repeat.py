@@ -231,3 +231,11 @@ def test_bad_input_never_raises() -> None:
            ModelOutput(trace_id=None, text=STUCK)]  # type: ignore[arg-type]
     for output in bad:
         assert s.engine.observe_model(output) == []
+
+
+def test_the_nudge_asks_for_a_hypothesis_before_answering_again() -> None:
+    det = script([say(STUCK) for _ in range(3)])[0]
+    assert "the model said the same thing 3 times" in det.nudge
+    assert "Before answering again, write down what you believe is blocking progress" in det.nudge
+    assert "- the same text from the model ×3, nothing new between" in det.handoff
+    assert STUCK not in det.nudge and STUCK not in det.handoff  # never the text itself

@@ -223,3 +223,10 @@ def test_a_run_without_model_outputs_or_refusals_keeps_no_model_state() -> None:
     assert run.model is None
     s.feed([refuse("Bash", {"command": "make"})])
     assert run.model is not None
+
+
+def test_the_nudge_asks_why_the_call_did_not_run_and_the_handoff_names_it() -> None:
+    det = script(_asks(4))[0]
+    assert "Before requesting that call again, write down why you believe it did not run" in det.nudge
+    assert "- requested read_config(…) ×3, never run (unanswered)" in det.handoff
+    assert "deploy/config.yaml" not in det.nudge + det.handoff  # names and counts, never arguments
