@@ -151,7 +151,7 @@ class ProgressEngine:
                     return []
                 out = self._release_before(run, output.start_ns)
                 before = run.detections
-                det = self.pipeline.model_output(run, output)
+                det = self.pipeline.model_side.output(run, output)
                 if det is not None:
                     self.stats.detections += 1
                     out.append(det)
@@ -165,7 +165,7 @@ class ProgressEngine:
 
     def _refused(self, call: ToolCall, now: float | None) -> list[Detection]:
         """A tool call that never ran: an unexecuted request of the model
-        (``Pipeline.refused``), when that signal is enabled."""
+        (``ModelSide.refused``, engine/modelside.py), when that signal is enabled."""
         if not any(s.name == "unexecuted" for s in self.pipeline.model_signals):
             return []
         try:
@@ -179,7 +179,7 @@ class ProgressEngine:
                     self.stats.duplicates += 1
                     return []
                 before = run.detections
-                det = self.pipeline.refused(run, call)
+                det = self.pipeline.model_side.refused(run, call)
                 if det is None:
                     if run.detections > before:
                         self.stats.suppressed += 1

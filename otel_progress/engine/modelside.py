@@ -1,5 +1,7 @@
-"""The model's side of a run (:class:`ModelRun`): what the engine remembers between a run's
-model outputs, made on its first one (a run that never reports one carries ``None``).
+"""The model's side of a run: the model-side signals' part of the pipeline
+(:class:`ModelSide`), and what the engine remembers between a run's model outputs
+(:class:`ModelRun`), made on its first one or its first refused call (a run that never
+reports one carries ``None``).
 
 It holds the model-side signals' states (:mod:`.signals.model_base`) and the bookkeeping
 they share:
@@ -21,14 +23,18 @@ one output (the first 64).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..evidence.canonical import Digester
-from ..model import NOT_CAPTURED, ModelOutput, ToolCall
-from .signals.model_base import CAUSE_UNANSWERED, ModelSignal, Unexecuted
+from ..model import NOT_CAPTURED, Detection, Finding, ModelOutput, ToolCall
+from .signals.model_base import CAUSE_REFUSED, CAUSE_UNANSWERED, ModelSignal, ModelStep, Unexecuted
+from .step import Step
 
-__all__ = ["ModelRun", "request_digest"]
+if TYPE_CHECKING:
+    from .runstate import RunState
+
+__all__ = ["ModelRun", "ModelSide", "request_digest"]
 
 _MAX_CALLS = 64  # executed or refused calls remembered (the answers a request is matched with)
 _MAX_REQUESTS = 64  # requests of one output that wait for an answer
@@ -146,3 +152,78 @@ class ModelRun:
             for r in output.requests[:_MAX_REQUESTS]
             if isinstance(r.name, str) and r.name
         ]
+
+
+class ModelSide:
+    """The model side of the pipeline: the model-side signals in order, the steps they
+    evaluate and the bookkeeping the run's tool steps feed them.
+
+    Args:
+        signals: the enabled model-side signals.
+        digester: the engine's digester (request digests).
+        escalate: the pipeline's escalation (``Pipeline.escalate``): a finding climbs the
+            same ladder as every other reason.
+    """
+
+    def __init__(self, signals: Sequence[ModelSignal], digester: Digester,
+                 escalate: Callable[[RunState, Step, Finding], Detection | None]) -> None:
+        self.signals = tuple(signals)
+        self.digester = digester
+        self._escalate = escalate
+
+    def run_of(self, run: RunState) -> ModelRun:
+        """The run's model side, made on first use."""
+        model = run.model
+        if model is None:
+            model = run.model = ModelRun(self.signals)
+        return model
+
+    def reset(self, model: ModelRun) -> None:
+        """A detection was announced (by any signal): the model-side signals forget its
+        evidence too."""
+        for i, signal in enumerate(self.signals):
+            model.states[i] = signal.reset(model.states[i])
+
+    def note_executed(self, model: ModelRun, step: Step) -> None:
+        """Remember a tool step's calls as answers to the model's requests, and tell the
+        signals each request that ran."""
+        digester = self.digester
+        for call in step.calls:
+            request = request_digest(digester, call.name, call.arguments)
+            model.note_call(call, request)
+            for signal, state in zip(self.signals, model.states, strict=True):
+                signal.executed(state, request)
+
+    def output(self, run: RunState, output: ModelOutput) -> Detection | None:
+        """One model output of the run (the tool calls that started before it already
+        evaluated): judge the previous output's requests, then run the signals; the
+        detection to announce, if any, on the output's span, at the run's turn."""
+        model = self.run_of(run)
+        unexecuted = model.unanswered()
+        news = model.news(output.prompt if isinstance(output.prompt, str) else None)
+        model.expect(self.digester, output)
+        step = ModelStep(output, news, unexecuted, run.turn, output.span_id, output.start_ns, output.end_ns)
+        return self._evaluate(run, model, step)
+
+    def refused(self, run: RunState, call: ToolCall) -> Detection | None:
+        """A tool call the harness or the user refused (``executed`` False): an unexecuted
+        request, never a step; the detection to announce, if any, on its span."""
+        model = self.run_of(run)
+        request = request_digest(self.digester, call.name, call.arguments)
+        model.note_call(call, request, refused=True)
+        step = ModelStep(None, model.news(None), (Unexecuted(request, call.name, CAUSE_REFUSED),), run.turn,
+                         call.span_id, call.start_ns, call.end_ns)
+        return self._evaluate(run, model, step)
+
+    def _evaluate(self, run: RunState, model: ModelRun, step: ModelStep) -> Detection | None:
+        finding = None
+        for signal, state in zip(self.signals, model.states, strict=True):
+            finding = signal.evaluate(step, state, run)
+            if finding is not None:
+                break
+        if finding is None:
+            return None
+        tool = finding.figures.get("requested_tool", "")
+        at = Step(step.turn, (), (), None, tool if isinstance(tool, str) else "", step.start_ns, step.end_ns,
+                  step.span_id, run.tokens)
+        return self._escalate(run, at, finding)

@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..evidence.canonical import Digester, normalise_action
-from ..model import Compaction, Detection, Finding, Level, ModelOutput, Scope, ToolCall
+from ..model import Compaction, Detection, Finding, Level, Scope, ToolCall
 from .config import Config
 from .digests import MASK, admit
 from .escalation import handoff_note, nudge_text
 from .facts import FactBuilder
-from .modelside import ModelRun, request_digest
+from .modelside import ModelSide
 from .runstate import RunState
 from .signals import Signal
-from .signals.model_base import CAUSE_REFUSED, ModelSignal, ModelStep, Unexecuted
+from .signals.model_base import ModelSignal
 from .step import Step
 
 __all__ = ["Pipeline"]
@@ -78,7 +78,9 @@ class Pipeline:
                  model_signals: Sequence[ModelSignal] = ()) -> None:
         self.config = config
         self.signals = tuple(signals)
-        self.model_signals = tuple(model_signals)
+        #: the model-side signals and the steps they evaluate (modelside.py)
+        self.model_side = ModelSide(model_signals, digester, self.escalate)
+        self.model_signals = self.model_side.signals
         self.digester = digester
         self._want_action = any(s.name in ("signature",) for s in self.signals)
         self._write_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "write")
@@ -239,7 +241,7 @@ class Pipeline:
             self._step_facts(run, step)
         model = run.model
         if model is not None:
-            self._note_executed(run, model, step)
+            self.model_side.note_executed(model, step)
         finding = None
         for evaluate, state in zip(self._evaluators, run.states, strict=True):
             finding = evaluate(step, state, run)
@@ -274,59 +276,6 @@ class Pipeline:
         step = Step(run.turn, (), (), None, "", at, at, compaction.span_id, run.tokens)
         return self.escalate(run, step, finding)
 
-    # -- the model side ---------------------------------------------------------------
-
-    def _model_run(self, run: RunState) -> ModelRun:
-        """The run's model side, made on first use."""
-        model = run.model
-        if model is None:
-            model = run.model = ModelRun(self.model_signals)
-        return model
-
-    def _note_executed(self, run: RunState, model: ModelRun, step: Step) -> None:
-        """Remember the step's calls as answers to the model's requests, and tell the
-        model-side signals each request that ran."""
-        digester = self.digester
-        for call in step.calls:
-            request = request_digest(digester, call.name, call.arguments)
-            model.note_call(call, request)
-            for signal, state in zip(self.model_signals, model.states, strict=True):
-                signal.executed(state, request)
-
-    def model_output(self, run: RunState, output: ModelOutput) -> Detection | None:
-        """One model output of the run (the tool calls that started before it already
-        evaluated): judge the previous output's requests, then run the model-side signals;
-        the detection to announce, if any, on the output's span, at the run's turn."""
-        model = self._model_run(run)
-        unexecuted = model.unanswered()
-        news = model.news(output.prompt if isinstance(output.prompt, str) else None)
-        model.expect(self.digester, output)
-        step = ModelStep(output, news, unexecuted, run.turn, output.span_id, output.start_ns, output.end_ns)
-        return self._model_step(run, model, step)
-
-    def refused(self, run: RunState, call: ToolCall) -> Detection | None:
-        """A tool call the harness or the user refused (``executed`` False): an unexecuted
-        request, never a step; the detection to announce, if any, on its span."""
-        model = self._model_run(run)
-        request = request_digest(self.digester, call.name, call.arguments)
-        model.note_call(call, request, refused=True)
-        step = ModelStep(None, model.news(None), (Unexecuted(request, call.name, CAUSE_REFUSED),), run.turn,
-                         call.span_id, call.start_ns, call.end_ns)
-        return self._model_step(run, model, step)
-
-    def _model_step(self, run: RunState, model: ModelRun, step: ModelStep) -> Detection | None:
-        finding = None
-        for signal, state in zip(self.model_signals, model.states, strict=True):
-            finding = signal.evaluate(step, state, run)
-            if finding is not None:
-                break
-        if finding is None:
-            return None
-        tool = finding.figures.get("requested_tool", "")
-        at = Step(step.turn, (), (), None, tool if isinstance(tool, str) else "", step.start_ns, step.end_ns,
-                  step.span_id, run.tokens)
-        return self.escalate(run, at, finding)
-
     def escalate(self, run: RunState, step: Step, finding: Finding) -> Detection | None:
         """Turn a finding into a detection with its level, and reset the signals."""
         run.detections += 1
@@ -336,10 +285,8 @@ class Pipeline:
             run.first_waste_input = run.input_at_progress
         for i, signal in enumerate(self.signals):
             run.states[i] = signal.reset(run.states[i])
-        model = run.model
-        if model is not None:
-            for i, model_signal in enumerate(self.model_signals):
-                model.states[i] = model_signal.reset(model.states[i])
+        if run.model is not None:
+            self.model_side.reset(run.model)
         if run.level >= Level.PARK:
             return None  # parked: counted, not announced again
         # Levels 2 (restart) and 3 (park) stop or reset a run: they rest on the same loop

@@ -4,7 +4,7 @@ asked for (:class:`~otel_progress.model.ModelOutput`), not what a tool answered.
 A model output is not a step of the run: steps are tool calls, the only place the world
 answers (seed 000). The model side therefore has its own small step,
 :class:`ModelStep`, made by the pipeline
-(:meth:`~otel_progress.engine.pipeline.Pipeline.model_step`) for each model output and for
+(:class:`~otel_progress.engine.modelside.ModelSide`) for each model output and for
 each tool call the harness or the user refused (``ToolCall.executed`` False), and its own
 signals, :class:`ModelSignal`: like :class:`~.base.Signal` they keep no per-run data of
 their own; the run's part lives in :class:`~otel_progress.engine.modelside.ModelRun`, made
