@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..evidence.canonical import Digester
-from ..model import NOT_CAPTURED, Detection, Finding, ModelOutput, ToolCall
+from ..model import NOT_CAPTURED, Detection, Finding, ModelOutput, ToolCall, ToolRequest
 from .signals.model_base import CAUSE_REFUSED, CAUSE_UNANSWERED, ModelSignal, ModelStep, Unexecuted
 from .step import Step
 
@@ -46,8 +46,12 @@ def _has_arguments(arguments: Any) -> bool:
 
 def request_digest(digester: Digester, name: str, arguments: Any) -> int:
     """The process-local digest of a request: the tool name and its canonical arguments
-    (key order and spacing never matter; arguments not captured digest as none)."""
-    canonical = digester.arguments(arguments) if _has_arguments(arguments) else b"-"
+    (key order and spacing never matter; arguments not captured digest as none, arguments
+    that cannot be canonicalised by their type)."""
+    try:
+        canonical = digester.arguments(arguments) if _has_arguments(arguments) else b"-"
+    except Exception:  # (bad input: never raise) an odd object, a cycle: its type stands for it
+        canonical = repr(type(arguments)).encode()
     return digester.local(name.encode("utf-8", "surrogatepass") + b"\x1f" + canonical)
 
 
@@ -146,11 +150,13 @@ class ModelRun:
     def expect(self, digester: Digester, output: ModelOutput) -> None:
         """The output's requests now wait for an answer (judged at the next output)."""
         self.seq += 1
+        requests = output.requests if isinstance(output.requests, (tuple, list)) else ()
         self.open = [
-            _Request(r.name, request_digest(digester, r.name, r.arguments), r.call_id,
+            _Request(r.name, request_digest(digester, r.name, r.arguments),
+                     r.call_id if isinstance(r.call_id, str) else None,
                      _has_arguments(r.arguments), output.start_ns, self.seq)
-            for r in output.requests[:_MAX_REQUESTS]
-            if isinstance(r.name, str) and r.name
+            for r in requests[:_MAX_REQUESTS]
+            if isinstance(r, ToolRequest) and isinstance(r.name, str) and r.name
         ]
 
 

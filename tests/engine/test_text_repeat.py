@@ -231,6 +231,7 @@ def test_bad_input_never_raises() -> None:
            ModelOutput(trace_id=None, text=STUCK)]  # type: ignore[arg-type]
     for output in bad:
         assert s.engine.observe_model(output) == []
+    assert s.engine.stats.errors == 0  # (read as far as it can be, not dropped by an exception)
 
 
 def test_the_nudge_asks_for_a_hypothesis_before_answering_again() -> None:

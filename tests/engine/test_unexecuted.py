@@ -230,3 +230,20 @@ def test_the_nudge_asks_why_the_call_did_not_run_and_the_handoff_names_it() -> N
     assert "Before requesting that call again, write down why you believe it did not run" in det.nudge
     assert "- requested read_config(…) ×3, never run (unanswered)" in det.handoff
     assert "deploy/config.yaml" not in det.nudge + det.handoff  # names and counts, never arguments
+
+
+def test_odd_requests_never_raise() -> None:
+    from otel_progress.model import ModelOutput, ToolRequest
+
+    class Odd:
+        def __repr__(self) -> str:
+            raise ValueError("no")
+
+    s = Script()
+    outputs = [ModelOutput(trace_id="t1", run_id="r", span_id=f"x{i}", text=None,
+                           requests=(ToolRequest("read_config", Odd()), "not a request",  # type: ignore[arg-type]
+                                     ToolRequest(None, {}), ToolRequest("read_config", {"a": {1, 2}}, 5)))  # type: ignore[arg-type]
+               for i in range(5)]
+    for output in outputs:
+        s.engine.observe_model(output)  # never raises, nor loses the output
+    assert s.engine.stats.errors == 0
