@@ -56,12 +56,15 @@ class LiveFeed:
         evicted: ``evicted(count)`` for runs the engine dropped before they ended.
         tool_call: ``tool_call(call, span, attributes)`` for every tool call read.
         record: ``record(span, attributes)``: the :class:`SpanRecord` of an ended span.
+        model_output: ``model_output(trace id)`` for every model span whose output (text,
+            reasoning, requests) was captured: the run can be checked on the model's side.
     """
 
     def __init__(self, model: RunModel, tables: LiveTables, config: Config, deliver: Deliver,
                  emit: Callable[[Detection], None], evicted: Callable[[int], None],
                  tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None,
-                 record: Callable[[Any, Mapping[str, Any]], SpanRecord]) -> None:
+                 record: Callable[[Any, Mapping[str, Any]], SpanRecord],
+                 model_output: Callable[[int], None] | None = None) -> None:
         self.model = model
         self.engine = model.engine
         self.tables = tables
@@ -72,6 +75,7 @@ class LiveFeed:
         self._evicted = evicted
         self._tool_call = tool_call
         self._record = record
+        self._model_output = model_output
         self._next_evict = 0.0
         self._compactions = CompactionMarks()  # compaction boundaries, from the runs' model spans
 
@@ -140,6 +144,8 @@ class LiveFeed:
                     more = self.model.model_output(output)
                 if more:
                     dets = [*dets, *self.model.reported(more)]
+                if self._model_output is not None and output.captured:
+                    self._model_output(tid)
         if not dets:
             return None
         return self._deliver(dets, tid, format(sid, "016x"), span.end_time)

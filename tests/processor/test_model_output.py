@@ -2,15 +2,21 @@
 (real SDK ``TracerProvider``, the progress processor wrapping its exporter) writes its
 inference spans with ``gen_ai.output.messages``; the processor reads each output when its
 span ends and hands it to :meth:`ProgressEngine.observe_model` with the run it belongs to,
-and what the engine detects there is reported like any detection (the hook, the span)."""
+and what the engine detects there is reported like any detection (the hook, the span); the
+model-side signals (``text_repeat``, ``unexecuted_repeat``) fire in process as in ``scan``."""
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
+
 from otel_progress import Config, ProgressEngine
+from otel_progress.conventions.spans import SpanRecord
 from otel_progress.model import Detection, Level, ModelOutput, Reason, Scope, ToolCall, ToolRequest
+from otel_progress.scan.analyse import analyse_trace
 
 from .conftest import make_rig, progress_events
 
@@ -99,3 +105,51 @@ def test_a_model_span_without_content_reaches_no_engine() -> None:
         rig.provider.shutdown()
     assert engine.outputs == []
     assert rig.detections == []
+
+
+def _looping_model(provider: Any, mode: str) -> None:
+    """A model that says the same thing (``text``) or requests the same deployment that the
+    harness never runs (``request``), four times, with nothing between (GenAI shapes as
+    above)."""
+    tracer = provider.get_tracer("tests")
+    inputs = json.dumps([{"role": "user", "parts": [{"content": "Deploy the service.", "type": "text"}]}])
+    with tracer.start_as_current_span("invoke_agent deployer", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "deployer"}):
+        for i in range(4):
+            if mode == "text":
+                parts: list[dict[str, Any]] = [{"content": "The deployment is blocked by the failing migration"
+                                                " check on the staging database.", "type": "text"}]
+            else:
+                parts = [{"arguments": {"env": "prod"}, "name": "deploy", "id": f"call_{i}", "type": "tool_call"}]
+            with tracer.start_as_current_span("chat m", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 5,
+                    "gen_ai.input.messages": inputs,
+                    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}])}):
+                pass
+
+
+def _records(spans: list[Any]) -> list[SpanRecord]:
+    return [SpanRecord(
+        trace_id=format(s.context.trace_id, "032x"), span_id=format(s.context.span_id, "016x"),
+        parent_id=format(s.parent.span_id, "016x") if s.parent else "", name=s.name,
+        start_ns=s.start_time or 0, end_ns=s.end_time or 0,
+        attributes={k: v for k, v in s.attributes.items() if not k.startswith("progress.")}) for s in spans]
+
+
+@pytest.mark.parametrize(("mode", "reason", "at"), [("text", Reason.TEXT_REPEAT, 2),
+                                                    ("request", Reason.UNEXECUTED_REPEAT, 3)])
+def test_the_model_side_signals_fire_in_process_as_in_scan(mode: str, reason: Reason, at: int,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    rig = make_rig(Config())
+    try:
+        with caplog.at_level(logging.WARNING, logger="otel_progress"):
+            _looping_model(rig.provider, mode)
+            spans = rig.spans()
+    finally:
+        rig.provider.shutdown()
+    chats = [format(s.context.span_id, "016x") for s in spans if s.name == "chat m"]
+    assert [(d.reason, d.span_id) for d in rig.detections] == [(reason, chats[at])]
+    offline = analyse_trace(_records(spans), ProgressEngine(Config())).detections
+    assert [(d.reason, d.span_id, d.turn) for d in offline] == [(d.reason, d.span_id, d.turn) for d in rig.detections]
+    # the run could be checked (on the model's side): no "nothing could be checked" warning
+    assert not [r for r in caplog.records if "no tool span" in r.getMessage()]
