@@ -233,6 +233,11 @@ class LogRunTracker:
             record_id = self.call_id(observation, record)
             observation = observation._replace(compaction=dataclasses.replace(
                 compaction, trace_id=key, run_id=key, span_id=record_id, agent=compaction.agent or observation.agent))
+        elif observation.output is not None:
+            record_id = self.call_id(observation, record)
+            observation = observation._replace(output=dataclasses.replace(
+                observation.output, trace_id=key, run_id=key, span_id=record_id,
+                agent=observation.output.agent or observation.agent))
         else:
             return observation
         if ref is not None:
@@ -299,7 +304,7 @@ class LogRunTracker:
         self._buffered -= 1
         if observation.kind == "tokens":
             self.model.tokens(run.run_key, run.run_key, observation.tokens, observation.input_tokens)
-            return []
+            return [] if observation.output is None else self.model.model_output(observation.output)
         if observation.kind == "compaction" and observation.compaction is not None:
             return self.model.compaction(observation.compaction)
         if observation.call is None:

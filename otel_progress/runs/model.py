@@ -3,7 +3,8 @@
 :class:`RunModel` turns observations of runs into engine calls: a tool call ends
 (:meth:`~RunModel.tool`), a model call starts (:meth:`~RunModel.flush`: the previous tool
 batch of the run is complete) or ends (:meth:`~RunModel.tokens`), the run's context is
-compacted (:meth:`~RunModel.compaction`: a boundary between its steps), an agent invocation
+compacted (:meth:`~RunModel.compaction`: a boundary between its steps), a model call answered
+(:meth:`~RunModel.model_output`: its text, reasoning and requested tool calls), an agent invocation
 ends (:meth:`~RunModel.end_run`), a trace or a grouped run is over (:meth:`~RunModel.end_trace`).
 Every run that ends is summarised through one hook (``on_summary``: the wasted-turns
 metric, the scan's table), whatever ended it: its agent span, its trace, an explicit end
@@ -22,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..engine import ProgressEngine, RunSummary
-from ..model import Compaction, Detection, ToolCall
+from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .identity import evidence_rank
 from .signals import SPANS, SignalArbiter
 
@@ -91,6 +92,12 @@ class RunModel:
         them its input: the context it read)."""
         if tokens > 0 or input_tokens > 0:
             self.engine.record_tokens(trace, run, tokens, input_tokens=input_tokens)
+
+    def model_output(self, output: ModelOutput) -> list[Detection]:
+        """A model call of the run answered (:class:`~otel_progress.model.ModelOutput`: its
+        text, reasoning, the tool calls it requested, the latest user message it was given):
+        the detections of the model-side signals (``text_repeat``, ``unexecuted_repeat``)."""
+        return self.engine.observe_model(output)
 
     def compaction(self, compaction: Compaction) -> list[Detection]:
         """The run's context was compacted (a model span marks it, a coding agent's log

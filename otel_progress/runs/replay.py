@@ -14,7 +14,9 @@ to its run (through :class:`~otel_progress.runs.model.RunModel`):
 ``MODEL_START`` the run's buffered calls are a complete step (flush); a span that marks a
                 compaction (:class:`~otel_progress.conventions.spans.CompactionMarks`) is a boundary of
                 its run
-``MODEL_END``   the run's tokens grow by the call's usage
+``MODEL_END``   the run's tokens grow by the call's usage; the call's output (its text,
+                reasoning, requested tool calls: :func:`~otel_progress.conventions.read_model_output`)
+                is observed (a model call nested in a tool call is the tool's, not a step)
 ``AGENT_END``   the run ends (its summary; the run-scope signature of a sub-agent)
 =============== =============================================================================
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..conventions import is_candidate, own_trace
+from ..conventions import is_candidate, own_trace, read_model_output
 from ..conventions.spans import (
     CompactionMarks,
     Lineage,
@@ -186,11 +188,15 @@ class Replay:
             self.found(self.model.compaction(compaction))
 
     def model_end(self, span: SpanRecord) -> None:
-        run_id = self.resolve(span.parent_id)[0]
+        run_id, agent, _node, nested = self.resolve(span.parent_id)
         tokens, input_tokens = read_tokens(span), read_input_tokens(span)
         if tokens > 0 or input_tokens > 0:
             self.touched[run_id] = None
             self.model.tokens(self.trace_id, run_id, tokens, input_tokens)
+        output = None if nested else read_model_output(span, run_id=run_id, agent=agent, trace_key=self.trace_id)
+        if output is not None:
+            self.touched[run_id] = None
+            self.found(self.model.model_output(output))
 
     def agent_end(self, span: SpanRecord) -> None:
         dets, summary = self.model.end_run(self.trace_id, span.span_id, span_id=span.span_id,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ...model import Compaction, ToolCall
+from ...model import Compaction, ModelOutput, ToolCall
 from .record import LogRecordView
 
 __all__ = [
@@ -55,6 +55,9 @@ class LogObservation(NamedTuple):
         session_wide: ``run_key`` names the session only (see ``run_key``).
         input_tokens: the input part of ``tokens`` (the context the model read, cached
             input included), for ``kind == "tokens"``.
+        output: what the model answered (its text, reasoning, requested tool calls), for
+            ``kind == "tokens"`` when the record carries the response (Gemini CLI's
+            ``response_text``); the run tracker sets its run and id.
     """
 
     kind: str
@@ -67,6 +70,7 @@ class LogObservation(NamedTuple):
     compaction: Compaction | None = None
     session_wide: bool = False
     input_tokens: int = 0
+    output: ModelOutput | None = None
 
 
 class LogConvention:

@@ -13,7 +13,15 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   ``{"exitCode": N, "isError": ...}``), ``duration_ms``, ``start_time`` / ``end_time``
   (Unix ms, often null), ``session.id``, ``event.timestamp``.
 - ``gemini_cli.api_response``: ``input_token_count``, ``output_token_count``,
-  ``thoughts_token_count``, ``prompt_id``.
+  ``thoughts_token_count``, ``prompt_id``, ``role`` (``main``: the agent's own request;
+  ``utility_router`` and the other ``utility_*`` roles are side requests), and while
+  ``logPrompts`` is on ``response_text``: the JSON of the whole response
+  (``LoggingContentGenerator._logApiResponse`` in ``loggingContentGenerator.ts``:
+  ``{"candidates", "usageMetadata", "responseId", ...}``, a list of such chunks when
+  streamed), whose ``candidates[].content.parts[]`` are the model's output: ``text`` (with
+  ``thought: true``: reasoning; a streamed text is joined across its chunks) and
+  ``functionCall`` (``name``, ``args``, ``id``: a requested tool call). A ``main``
+  response's output is the model's side of the step (``LogObservation.output``).
 - ``gemini_cli.chat_compression`` (body ``Chat compression (Saved N tokens)``):
   ``tokens_before``, ``tokens_after``, ``session.id``, ``event.timestamp``, and no
   ``prompt_id`` (``makeChatCompressionEvent``; ``ChatCompressionService.compress`` in
@@ -52,8 +60,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ....model import NOT_CAPTURED, Compaction, ToolCall
+from ....model import NOT_CAPTURED, Compaction, ModelOutput, ToolCall
 from ...base import as_number, as_text, decode_json
+from ...outputs import MAX_PARTS, OutputParts, cap_text
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, record_order, text_attribute, to_int
@@ -114,7 +123,8 @@ class GeminiCliConvention(LogConvention):
                       + to_int(attributes.get("thoughts_token_count")))
             return LogObservation("tokens", run_key, order, tokens=tokens, agent="gemini-cli",
                                   evidence_level=EVIDENCE_ARGUMENTS,
-                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))))
+                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))),
+                                  output=_response(record, attributes))
         if event != TOOL_CALL:
             return None
         return self._tool(record, attributes, run_key, order, start_ns)
@@ -189,3 +199,36 @@ def _compression(record: LogRecordView, a: Mapping[str, Any], session: str, orde
     )
     return LogObservation("compaction", run_key, order, agent="gemini-cli", compaction=compaction,
                           session_wide=True)
+
+
+def _response(record: LogRecordView, a: Mapping[str, Any]) -> ModelOutput | None:
+    """The model's output in an ``api_response`` record's ``response_text`` (``None``:
+    not logged, not the agent's own request, or nothing in it)."""
+    role = a.get("role")
+    if role not in (None, "", "main") or "response_text" not in a:
+        return None
+    decoded = decode_json(a.get("response_text"))
+    chunks = decoded if isinstance(decoded, list) else [decoded]
+    text: list[str] = []
+    thought: list[str] = []
+    out = OutputParts()
+    for chunk in chunks[-4096:]:
+        candidates = chunk.get("candidates") if isinstance(chunk, Mapping) else None
+        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
+        content = candidate.get("content") if isinstance(candidate, Mapping) else None
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        for part in parts[:MAX_PARTS] if isinstance(parts, list) else ():
+            if not isinstance(part, Mapping):
+                continue
+            piece = as_text(part.get("text"))
+            if piece:
+                (thought if part.get("thought") is True else text).append(piece)
+            call = part.get("functionCall")
+            if isinstance(call, Mapping):
+                out.ask(call.get("name"), call.get("args"), call.get("id"))
+    if not text and not thought and not out.requests:
+        return None
+    time_ns = record.time_ns or record.observed_ns
+    return ModelOutput(start_ns=time_ns, end_ns=time_ns, agent="gemini-cli",
+                       text=cap_text("".join(text)) if text else None,
+                       reasoning=cap_text("".join(thought)) if thought else None, requests=tuple(out.requests))
