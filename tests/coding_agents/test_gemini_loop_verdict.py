@@ -83,3 +83,16 @@ def _check(path: Path) -> None:
     assert attributes["progress.corroborated_by"] == GEMINI_CLI
     assert attributes["progress.corroborating_kind"] == "consecutive_identical_tool_calls"
     assert len(detect(path)) == len(dets)  # (the engine alone: the same detection, without the verdict)
+
+
+def test_golden_loop_check_through_serve_and_the_scan_command_is_one_report() -> None:
+    from .scan_serve import scan_cli, serve_detections
+
+    path = golden_file(GOLDEN_NAME)
+    events, marked = serve_detections(path)
+    assert [(e["progress.reason"], e["progress.turn"], e["progress.corroborated_by"]) for e in events] == [
+        ({"stringValue": "frequency"}, {"intValue": "4"}, {"stringValue": GEMINI_CLI})]
+    assert len(marked) == 1  # the fourth tool_call record; Gemini's own loop_detected is forwarded as it was
+    _status, found = scan_cli(path)
+    assert [(d["reason"], d["turn"], d["figures"].get("corroborated_by")) for d in found] == [
+        ("frequency", 4, GEMINI_CLI)]
