@@ -1,8 +1,8 @@
 """Other detectors' verdicts: a loop check of the application's own that wrote telemetry.
 
 Some applications already run a loop check: Pydantic AI Harness's ``LoopDetection``
-capability (a ``loop_detection.detected`` span event), Gemini CLI's loop detection (a
-``loop_detected`` log record), an evaluator writing ``gen_ai.evaluation.result`` about a
+capability (a ``loop_detection.detected`` span event), Gemini CLI's and Qwen Code's loop
+detection (a ``loop_detected`` log record), an evaluator writing ``gen_ai.evaluation.result`` about a
 loop. otel-progress reads such a verdict (the readers are in
 :mod:`otel_progress.conventions.verdicts` and the Gemini CLI log reader), keeps it with its
 run (:class:`otel_progress.runs.verdicts.VerdictBook`, bounded) and never reports it itself:
@@ -21,13 +21,15 @@ from dataclasses import dataclass, replace
 from . import Detection
 
 __all__ = [
-    "EVALUATION_RESULT", "GEMINI_CLI", "PYDANTIC_AI_HARNESS", "Verdict", "corroborated", "corroborates",
+    "EVALUATION_RESULT", "GEMINI_CLI", "PYDANTIC_AI_HARNESS", "QWEN_CODE", "Verdict", "corroborated", "corroborates",
 ]
 
 #: ``Verdict.source`` of Pydantic AI Harness's ``LoopDetection`` (span event ``loop_detection.detected``).
 PYDANTIC_AI_HARNESS = "pydantic_ai_harness.loop_detection"
 #: ``Verdict.source`` of Gemini CLI's loop detection (log record ``loop_detected``).
 GEMINI_CLI = "gemini_cli.loop_detected"
+#: ``Verdict.source`` of Qwen Code's loop detection (log record ``loop_detected``, scope ``qwen-code``).
+QWEN_CODE = "qwen_code.loop_detected"
 #: ``Verdict.source`` prefix of another evaluator's ``gen_ai.evaluation.result``: the source
 #: is ``gen_ai.evaluation.result:<gen_ai.evaluation.name>``.
 EVALUATION_RESULT = "gen_ai.evaluation.result"
@@ -38,7 +40,7 @@ class Verdict:
     """Another detector's report that a run is looping.
 
     Attributes:
-        source: who reported it (:data:`PYDANTIC_AI_HARNESS`, :data:`GEMINI_CLI`,
+        source: who reported it (:data:`PYDANTIC_AI_HARNESS`, :data:`GEMINI_CLI`, :data:`QWEN_CODE`,
             ``gen_ai.evaluation.result:<evaluation name>``).
         kind: what it reported: the loop type or tier (``exact_repetition``,
             ``consecutive_identical_tool_calls``, ``llm_detected_loop``, an evaluation's
