@@ -7,9 +7,10 @@ Read from their code:
   PyPI release up to 0.62.0): on detection ``_emit_event`` adds the span event
   ``loop_detection.detected`` to the current span, with ``loop.tier`` (``exact_repetition``,
   ``error_cycle``, ``alternation``, ``monologue``), ``loop.tool_name`` (``""`` for a
-  monologue), ``loop.count``, ``loop.window``. The current span is the tool's for
-  ``error_cycle`` (``after_tool_execute``) and the agent run's for the others
-  (``after_model_request``).
+  monologue), ``loop.count``, ``loop.window``. In pydantic-ai 2.68 the current span is the
+  tool's ``execute_tool`` span for ``error_cycle`` (``after_tool_execute``) and the model
+  request's ``chat`` span for the others (``after_model_request``)
+  (``tests/frameworks/test_loop_verdicts.py``).
 * ``gen_ai.evaluation.result`` (the GenAI semantic conventions' evaluation event) as a span
   event: ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.label``,
   ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.explanation``. It is a verdict

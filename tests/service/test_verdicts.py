@@ -85,8 +85,21 @@ def test_our_own_evaluation_result_is_never_a_verdict() -> None:
 
 
 def test_a_verdict_on_the_agent_span_is_read_when_the_run_ends() -> None:
-    # the harness's exact_repetition tier writes on the agent run span (after_model_request):
-    # read at the run's end, after the detections made during the run, which stay as they were
+    # an event on the agent run span (a check that writes from a hook whose current span is
+    # the run's) is read at the run's end, after the detections made during the run, which
+    # stay as they were
     spans = _with_event(loop_trace(7, 6), 1, attributes={**_HARNESS, "loop.tier": "exact_repetition"})
     assert _scan(spans) == [("repeat_cycle", 2, None, None), ("repeat_cycle", 4, None, None),
                             ("repeat_cycle", 6, None, None)]
+
+
+def test_a_verdict_on_a_model_span_is_read_at_its_place_in_the_run() -> None:
+    # pydantic-ai's after_model_request runs under the model request's chat span: the
+    # harness's exact_repetition event lands there (tests/frameworks/test_loop_verdicts.py)
+    spans = _with_event(loop_trace(7, 6), 105, attributes={**_HARNESS, "loop.tier": "exact_repetition",
+                                                           "loop.count": 5})
+    expected = [("repeat_cycle", 2, None, None), ("repeat_cycle", 4, None, None),
+                ("repeat_cycle", 6, PYDANTIC_AI_HARNESS, 4)]
+    assert _scan(spans) == expected
+    for batches in (1, 2, 13):
+        assert _serve(spans, batches) == expected, batches
