@@ -116,7 +116,10 @@ def test_a_refused_call_is_read_from_its_tool_result_as_a_call_that_never_ran() 
     # denied exec is a tool_result with success "false" and the refusal as its output
     for output in ("exec command rejected by user", "patch rejected by user",
                    "This action was rejected due to unacceptable risk. Reason: deletes the repository",
-                   "`rm -rf build` rejected: policy forbids commands starting with `rm`"):
+                   "`rm -rf build` rejected: policy forbids commands starting with `rm`",
+                   # unified exec wraps it (0.171.0, tests/coding_agents/test_codex_refusals.py)
+                   'exec_command failed: CreateProcess { message: "Rejected(\\"`/bin/bash -lc \'cat notes.txt\'` '
+                   'rejected: policy forbids commands starting with `cat`\\")" }'):
         obs = read_log(_tool(output, success="false", duration_ms="0"))
         assert obs is not None and obs.call is not None, output
         call = obs.call
@@ -130,6 +133,9 @@ def test_a_failure_that_names_a_refusal_in_its_output_still_ran() -> None:
     assert ran is not None and ran.call is not None and ran.call.executed and ran.call.error
     failed = read_log(_tool("rejected by user, and then some", success="false"))
     assert failed is not None and failed.call is not None and failed.call.executed
+    spawn = read_log(_tool('exec_command failed: CreateProcess { message: "No such file or directory" }',
+                           success="false"))
+    assert spawn is not None and spawn.call is not None and spawn.call.executed
 
 
 def test_a_decision_record_is_not_a_call_its_tool_result_is() -> None:

@@ -21,8 +21,11 @@ the unified-exec output format), and checked against what ``codex exec`` 0.171.0
   refusal the model was given (``exec command rejected by user``, ``patch rejected by
   user``, ``This action was rejected due to unacceptable risk.`` from the guardian
   reviewer, a command followed by ``rejected: policy forbids commands starting with ...`` or
-  ``rejected: blocked by policy`` from an exec-policy rule). That ``tool_result`` is the call, read with
-  ``executed=False`` (it never ran); reading the decision too would count one refusal twice.
+  ``rejected: blocked by policy`` from an exec-policy rule; for ``exec_command`` (unified
+  exec) 0.171.0 wraps it: ``exec_command failed: CreateProcess { message: "Rejected(...)" }``,
+  and logs no ``tool_decision`` for a command an exec-policy rule forbids). That
+  ``tool_result`` is the call, read with ``executed=False`` (it never ran); reading the
+  decision too would count one refusal twice.
 - ``codex.sse_event`` with ``event.kind = response.completed``: ``input_token_count``,
   ``output_token_count`` (one record per model response carries them).
 
@@ -78,11 +81,20 @@ _REFUSED_PREFIX = "This action was rejected due to unacceptable risk."
 _POLICY_REFUSAL = re.compile(r"^`[^\n]{0,4096}` rejected: (?:policy forbids commands starting with|blocked by policy)")
 
 
+#: A refusal as unified exec (``exec_command``) reports it: the approval step's error inside
+#: the process-creation error (0.171.0: ``exec_command failed: CreateProcess { message:
+#: "Rejected(\"`cmd` rejected: policy forbids commands starting with `cat`\")" }``).
+_WRAPPED = re.compile(r'^[\w.-]{1,64} failed: CreateProcess \{ message: "Rejected\(\\"(.{1,4096})\\"\)" \}$', re.S)
+
+
 def refused(output: str | None) -> bool:
     """Whether a failed ``codex.tool_result``'s ``output`` is a refusal: the call never ran."""
     if not output or len(output) > 8192:
         return False
     text = output.strip()
+    wrapped = _WRAPPED.match(text)
+    if wrapped:
+        text = wrapped.group(1).replace('\\"', '"').strip()
     return text in _REFUSED or text.startswith(_REFUSED_PREFIX) or bool(_POLICY_REFUSAL.match(text))
 
 
