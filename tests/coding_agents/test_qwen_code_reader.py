@@ -87,3 +87,11 @@ def test_qwen_s_loop_check_is_a_verdict_of_the_prompt_s_run() -> None:
     unnamed = read_log(_record("loop_detected", loop_type="read_file_loop", prompt_id=""))
     assert unnamed is not None and unnamed.session_wide and unnamed.verdict is not None
     assert read_log(_record("loop_detected", loop_type=["x"])) is not None  # odd values: no kind, no exception
+
+
+def test_a_call_rejected_at_its_confirmation_never_ran() -> None:
+    # ToolCallEvent.decision = getDecisionFromOutcome(outcome): "cancel" -> "reject"
+    rejected = read_log(_call(status="cancelled", success=False, decision="reject", content_length=None))
+    assert rejected is not None and rejected.call is not None and rejected.call.executed is False
+    accepted = read_log(_call(decision="auto_accept"))
+    assert accepted is not None and accepted.call is not None and accepted.call.executed

@@ -9,7 +9,10 @@ from what that CLI emits (``tests/coding_agents/test_qwen_code_cli.py``):
   ``cancelled``), ``success``, ``error`` (the message; for a shell command it includes the
   command's output), ``error_type`` (``shell_execute_error``, ``edit_no_occurrence_found``,
   ...), ``content_length`` (the result's length: the result itself is not logged),
-  ``duration_ms``, ``call_id``, ``prompt_id``, ``session.id``.
+  ``duration_ms``, ``call_id``, ``prompt_id``, ``session.id``, ``decision`` (from the
+  confirmation's outcome, ``getDecisionFromOutcome``: ``accept``, ``auto_accept``,
+  ``modify``, ``reject`` for ``cancel``): a ``reject`` call never ran
+  (``ToolCall.executed = False``), as in Gemini CLI.
 * ``qwen-code.api_response``: ``input_token_count``, ``output_token_count``.
 * ``loop_detected``: Qwen Code's own loop check, a verdict (:func:`_loop_detected`).
 
@@ -91,6 +94,7 @@ class QwenCodeLogs(LogConvention):
             agent=AGENT,
             evidence_level=level,
             result_truncated=result is not NOT_CAPTURED,
+            executed=attrs.get("decision") != "reject",  # cancelled at its confirmation: never ran
         )
         return LogObservation("tool", run_key, order, call=call, agent=AGENT, evidence_level=level)
 
