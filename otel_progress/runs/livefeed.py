@@ -26,8 +26,10 @@ from ..conventions.spans import (
     read_tool_call,
     run_group,
 )
+from ..conventions.verdicts import read_span_verdicts
 from ..engine.config import Config
 from ..model import Detection
+from ..model.verdicts import Verdict
 from .groups import IdleGroups
 from .identity import span_session
 from .livetables import Ctx, LiveTables
@@ -100,6 +102,8 @@ class LiveFeed:
             group = run_group(rec) if not run.hex else None
             call = read_tool_call(rec, run_id=run.hex, agent=run.agent, node=cp[1], trace_key=group)
             model = self.model
+            if rec.events:
+                self._keep_verdicts(read_span_verdicts(rec), group or rec.trace_id, "" if group else run.hex)
             dets = model.reported(model.tool(call, flush=group is not None or run.open_tools <= 0,
                                              session=span_session(attrs)))
             if group is not None:
@@ -121,6 +125,8 @@ class LiveFeed:
         """A model call ended (``flushed``: its start flushed its run)."""
         trace_hex = format(tid, "032x")
         run_hex = cp[0].hex if cp[0] is not None else ""
+        if getattr(span, "events", None):
+            self.verdicts(self._record(span, attrs), trace_hex, run_hex)
         dets = [] if flushed else self.model.flush(trace_hex, run_hex)
         events = getattr(span, "events", None)
         record = SpanRecord(trace_hex, format(sid, "016x"), name=getattr(span, "name", "") or "", attributes=attrs,
@@ -156,6 +162,8 @@ class LiveFeed:
         sid_hex = format(sid, "016x")
         trace_hex = format(tid, "032x")
         parent_run = cp[0].hex if cp[0] is not None else ""
+        if getattr(span, "events", None):
+            self.verdicts(self._record(span, getattr(span, "attributes", None) or {}), trace_hex, sid_hex)
         with self.tables.lock:
             dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run,
                                                 conversation=span_session(span.attributes or {}))
@@ -182,6 +190,19 @@ class LiveFeed:
             self._emit(det)
         # Their runs are over: the ending root span is where they can still be seen.
         return dets or None
+
+    def verdicts(self, record: SpanRecord, trace: str, run: str) -> None:
+        """Keep the other detectors' verdicts in an ended span's events with their run
+        (before what the span completes: its events happened before its end)."""
+        verdicts = read_span_verdicts(record)
+        if verdicts:
+            with self.tables.lock:
+                self._keep_verdicts(verdicts, trace, run)
+
+    def _keep_verdicts(self, verdicts: list[Verdict], trace: str, run: str) -> None:
+        """(lock held)"""
+        for verdict in verdicts:
+            self.model.verdict(verdict, trace, run)
 
     def end_groups(self, idle_before: float | None = None) -> list[Detection]:
         """End the grouped runs last seen before ``idle_before`` (monotonic; None: all of

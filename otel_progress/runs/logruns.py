@@ -56,8 +56,9 @@ __all__ = ["DEFAULT_REORDER_WINDOW", "FED_KINDS", "LOG_RUN_BYTES", "OBSERVATION_
 
 #: Observations held per run before the earliest is fed to the engine.
 DEFAULT_REORDER_WINDOW = 256
-#: The observation kinds fed to the run model (tool calls, tokens, compaction boundaries).
-FED_KINDS = frozenset({"tool", "tokens", "compaction"})
+#: The observation kinds fed to the run model (tool calls, tokens, compaction boundaries,
+#: other detectors' verdicts).
+FED_KINDS = frozenset({"tool", "tokens", "compaction", "verdict"})
 #: Event names that end every run of the record's session.
 SESSION_END_EVENTS = frozenset({"session.end"})
 # Estimated bytes of one open log run (the tracker's entry, the engine's trace and run
@@ -307,6 +308,9 @@ class LogRunTracker:
             return [] if observation.output is None else self.model.model_output(observation.output)
         if observation.kind == "compaction" and observation.compaction is not None:
             return self.model.compaction(observation.compaction)
+        if observation.kind == "verdict" and observation.verdict is not None:
+            self.model.verdict(observation.verdict, run.run_key, run.run_key)  # kept, never reported
+            return []
         if observation.call is None:
             return []
         return self.model.tool(observation.call, session=run.session, signal=LOGS)

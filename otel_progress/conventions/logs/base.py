@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...model import Compaction, ModelOutput, ToolCall
+from ...model.verdicts import Verdict
 from .record import LogRecordView
 
 __all__ = [
@@ -37,7 +38,8 @@ class LogObservation(NamedTuple):
 
     Attributes:
         kind: ``"tool"`` (``call`` is set), ``"tokens"`` (``tokens`` is set),
-            ``"compaction"`` (``compaction`` is set: the agent compacted its context) or
+            ``"compaction"`` (``compaction`` is set: the agent compacted its context),
+            ``"verdict"`` (``verdict`` is set: another detector said the run loops) or
             ``"other"`` (known to the reader, nothing for the engine).
         run_key: the run the record belongs to, prefixed by the convention's name (e.g.
             ``"claude_code|<session.id>|<prompt.id>"``); records of one run share it. With
@@ -58,6 +60,9 @@ class LogObservation(NamedTuple):
         output: what the model answered (its text, reasoning, requested tool calls), for
             ``kind == "tokens"`` when the record carries the response (Gemini CLI's
             ``response_text``); the run tracker sets its run and id.
+        verdict: another detector's verdict that the run loops, for ``kind == "verdict"``
+            (Gemini CLI's ``loop_detected``): kept with the run as corroboration, never
+            reported by itself (:mod:`otel_progress.model.verdicts`).
     """
 
     kind: str
@@ -71,6 +76,7 @@ class LogObservation(NamedTuple):
     session_wide: bool = False
     input_tokens: int = 0
     output: ModelOutput | None = None
+    verdict: Verdict | None = None
 
 
 class LogConvention:

@@ -35,6 +35,20 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   of a resumed session), when the last prompt's tokens pass ``compressionThreshold`` (0.5)
   of the model's limit.
 
+- ``loop_detected`` (the ``event.name`` attribute, without the ``gemini_cli.`` prefix; scope
+  and ``service.name`` ``gemini-cli``; body ``Loop detected (Strike N: ...). Type: X.``):
+  Gemini CLI's own loop check (``LoopDetectedEvent`` in ``telemetry/types.ts``, logged by
+  ``LoopDetectionService``): ``loop_type`` (``consecutive_identical_tool_calls`` at the 5th
+  identical call in a row, ``chanting_identical_sentences``, ``llm_detected_loop``),
+  ``prompt_id``, ``count`` (the strike: 1 recovers, 2 ends the session), and for the LLM
+  check ``confirmed_by_model``, ``analysis``, ``confidence``. 0.61.0 sends ``prompt_id``
+  empty (the service's ``promptId`` is set after the check: captured by
+  ``tests/coding_agents/test_gemini_loop_verdict.py``), so the record names the session only
+  and belongs to the session's run seen last (``session_wide``), as a compression does. Read
+  as a verdict of that run (:class:`~otel_progress.model.verdicts.Verdict`, source
+  ``gemini_cli.loop_detected``): corroboration for a detection of ours, never a report of
+  its own.
+
 A shell command that exits nonzero is logged ``success: true``; the exit code in
 ``metadata`` makes it a failure here. With ``logPrompts`` off ``metadata`` keeps only the
 diff-stat keys (``TOOL_CALL_METADATA_SAFE_KEYS`` in ``telemetry/types.ts``): the exit code is
@@ -61,6 +75,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....model import NOT_CAPTURED, Compaction, ModelOutput, ToolCall
+from ....model.verdicts import GEMINI_CLI, Verdict
 from ...base import as_number, as_text, decode_json
 from ...outputs import MAX_PARTS, OutputParts, cap_text
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
@@ -72,6 +87,9 @@ __all__ = ["GeminiCliConvention", "exit_code"]
 TOOL_CALL = "gemini_cli.tool_call"
 API_RESPONSE = "gemini_cli.api_response"
 CHAT_COMPRESSION = "gemini_cli.chat_compression"
+#: Gemini CLI's loop check (its ``event.name``: 0.61.0 gives this one no ``gemini_cli.`` prefix).
+LOOP_DETECTED = "loop_detected"
+_SERVICE = "gemini-cli"
 #: The suffix of the prompt id of the compression summariser's second request (a check of
 #: its draft, ``promptId: `${promptId}-verify```): its tokens belong to the prompt's run.
 _VERIFY = "-verify"
@@ -96,11 +114,12 @@ def _ms_ns(value: Any) -> int:
 
 
 class GeminiCliConvention(LogConvention):
-    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens) and
-    ``gemini_cli.chat_compression`` (compactions)."""
+    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens),
+    ``gemini_cli.chat_compression`` (compactions) and ``loop_detected`` (Gemini CLI's own
+    loop check: a verdict)."""
 
     name = "gemini_cli"
-    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION})
+    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION, LOOP_DETECTED, "gemini_cli." + LOOP_DETECTED})
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         attributes = record.attributes
@@ -118,6 +137,8 @@ class GeminiCliConvention(LogConvention):
         event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
         if event == CHAT_COMPRESSION:
             return _compression(record, attributes, session, order)
+        if event in (LOOP_DETECTED, "gemini_cli." + LOOP_DETECTED):
+            return _loop_detected(record, attributes, run_key, order)
         if event == API_RESPONSE:
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
@@ -232,3 +253,23 @@ def _response(record: LogRecordView, a: Mapping[str, Any]) -> ModelOutput | None
     return ModelOutput(start_ns=time_ns, end_ns=time_ns, agent="gemini-cli",
                        text=cap_text("".join(text)) if text else None,
                        reasoning=cap_text("".join(thought)) if thought else None, requests=tuple(out.requests))
+
+
+def _loop_detected(record: LogRecordView, a: Mapping[str, Any], run_key: str, order: tuple) -> LogObservation | None:
+    """A ``loop_detected`` record of Gemini CLI's (its scope or service says so: the name
+    alone is too plain to be sure): a verdict of the prompt's run."""
+    if record.scope != _SERVICE and record.resource.get("service.name") != _SERVICE:
+        return None
+    session_wide = run_key.endswith("|")  # 0.61.0 sends prompt_id "": the session's current run
+    loop_type = as_text(a.get("loop_type")) or ""
+    count = as_number(a.get("count"))
+    verdict = Verdict(
+        source=GEMINI_CLI,
+        kind=loop_type[:128],
+        trace_id=run_key,
+        run_id=run_key,
+        span_id=record.span_id,
+        time_ns=order[0] if order and isinstance(order[0], int) else record.time_ns,
+        count=int(count) if count is not None and count == int(count) and abs(count) < 2**31 else None,
+    )
+    return LogObservation("verdict", run_key, order, agent="gemini-cli", verdict=verdict, session_wide=session_wide)
