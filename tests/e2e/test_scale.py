@@ -26,6 +26,10 @@ loop). The properties, read from the sink's spans and detection log records:
                (the engine on the whole run) reaches park here;
 ``agent_span`` the run's agent span carries every (reason, level) of its run.
 
+A detection counts where serve writes it: an event on the tool span, or an annotation span
+naming the tool span (``progress.annotates.span_id``: the span was not in the batch that
+found it).
+
 Serve's state mode is a parameter: ``memory`` (main's serve: state per process),
 ``state_dir`` (``--state-dir``: checkpoint on SIGTERM and every ``--checkpoint-interval``,
 restored at start) and ``state_store`` (``--state-store redis://``: run state shared
@@ -171,11 +175,18 @@ def _read(pipe: Pipeline, manifests: list[Path]) -> Runs:
     loops = {m["trace_id"] for m in sent if m["loop"]}
     traces = {m["trace_id"] for m in sent}
     sent_ids = {m["span_id"] for m in sent}
-    spans = [s for s in sink_spans(pipe.sink_file) if s.span_id in sent_ids]
+    spans = [s for s in sink_spans(pipe.sink_file) if s.trace_id in traces]
     arrived: dict[str, SpanRecord] = {}
     tool: dict[str, dict[tuple[str, int], set[str]]] = defaultdict(lambda: defaultdict(set))
     agent: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for s in spans:
+        if s.span_id not in sent_ids:
+            # serve's annotation span: a detection whose span was not in the batch that found it
+            annotates = s.attributes.get("progress.annotates.span_id")
+            if annotates and s.name in DETECTION_EVENTS:
+                key = (str(s.attributes["progress.reason"]), int(s.attributes["progress.level"]))
+                tool[s.trace_id][key].add(str(annotates))
+            continue
         arrived.setdefault(s.span_id, s)
         for name, ev in s.events:
             if name not in DETECTION_EVENTS:
