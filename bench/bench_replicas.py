@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import statistics
 import subprocess
@@ -78,6 +79,7 @@ def measure(n: int, otelcol: str, requests_file: Path, warm: int, measured: int,
     seconds per component over the measured requests."""
     procs = Procs(workdir)
     pipe = Pipeline(procs, otelcol, workdir)
+    pipe.gateway_consumers = opts.consumers
     client: subprocess.Popen[str] | None = None
     names = NAMES[:n]
     try:
@@ -113,7 +115,7 @@ def measure(n: int, otelcol: str, requests_file: Path, warm: int, measured: int,
         cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
         if result["errors"]:
             print(f"  ({result['errors']} requests refused by the gateway)", file=sys.stderr)
-        return {"rate": measured / wall, "wall": wall, "cpu": cpu}
+        return {"rate": measured / wall, "wall": wall, "cpu": cpu, "busy": {k: v / wall for k, v in cpu.items()}}
     finally:
         if client is not None:
             stop_process(client)
@@ -126,6 +128,8 @@ def main() -> int:
     p.add_argument("--warmup-requests", type=int, default=8, help="requests sent before measuring (default 8)")
     p.add_argument("--rounds", type=int, default=2, help="rounds (default 2)")
     p.add_argument("--topologies", default="1,2", help="replica counts, comma-separated (default 1,2)")
+    p.add_argument("--consumers", type=int, default=None,
+                   help="the gateway load balancer's sending_queue.num_consumers (default: gateway.yaml's, 4)")
     opts = p.parse_args()
     otelcol = collector_binary()
     if otelcol is None:
@@ -133,7 +137,8 @@ def main() -> int:
         return 2
     topologies = [int(x) for x in opts.topologies.split(",")]
     requests, warm, measured, source = agent_requests(opts.spans, opts.warmup_requests, 512)
-    print(f"traffic: {source}; {measured} spans measured per topology and round, {opts.rounds} rounds")
+    print(f"traffic: {source}; {measured} spans measured per topology and round, {opts.rounds} rounds; gateway "
+          f"queue consumers: {opts.consumers or 'the shipped 4'}")
     results: dict[int, list[dict[str, Any]]] = {n: [] for n in topologies}
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as tmp:
         requests_file = Path(tmp) / "requests.pickle"
@@ -147,8 +152,10 @@ def main() -> int:
                 res = measure(n, otelcol, requests_file, warm, measured, workdir, opts)
                 results[n].append(res)
                 cpu = ", ".join(f"{k} {v / measured * 1e4:.2f}" for k, v in res["cpu"].items())
+                busy = ", ".join(f"{k} {v:.0%}" for k, v in res["busy"].items())
                 print(f"round {r + 1}, {n} replica(s): {res['rate']:.0f} spans/s ({res['wall']:.1f} s); "
-                      f"CPU s per 10k spans: {cpu}", flush=True)
+                      f"CPU s per 10k spans: {cpu}; busy (of one core): {busy}; machine load "
+                      f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     print("\nmedians over rounds (CPU seconds per 10,000 spans; replicas summed)")
     print(f"{'replicas':>8} {'spans/s':>9} {'gateway':>8} {'replicas':>9} {'sink':>7} {'all':>7}")
     for n in topologies:

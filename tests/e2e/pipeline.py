@@ -119,6 +119,7 @@ class Pipeline:
         self.logs_file = workdir / "sink" / "logs.jsonl"
         self.common = {"OTEL_PROGRESS_TELEMETRY_HOST": "127.0.0.1", "OTEL_PROGRESS_LOG_LEVEL": "info"}
         self.gateway_overlay = workdir / "gateway-replicas.yaml"
+        self.gateway_consumers: int | None = None  # the load balancer's sending_queue.num_consumers (else the shipped)
 
     def port(self, name: str) -> int:
         if name not in self.ports:
@@ -174,8 +175,10 @@ class Pipeline:
         """The gateway's static replica list, in a config file merged over gateway.yaml (so
         that a SIGHUP reloads it)."""
         hosts = ", ".join(f"127.0.0.1:{self.port(n)}" for n in names)
+        consumers = "" if self.gateway_consumers is None else \
+            f"    sending_queue:\n      num_consumers: {self.gateway_consumers}\n"
         self.gateway_overlay.write_text(
-            f"exporters:\n  load_balancing:\n    resolver:\n      static:\n        hostnames: [{hosts}]\n")
+            f"exporters:\n  load_balancing:\n{consumers}    resolver:\n      static:\n        hostnames: [{hosts}]\n")
 
     def start_gateway(self, replicas: Iterable[str], env: Mapping[str, str] | None = None) -> None:
         self.write_replicas(replicas)
