@@ -154,7 +154,8 @@ class _StateMode:
 
     def args(self, replica: str) -> list[str]:
         if self.mode == "state_dir":
-            return ["--state-dir", str(self.workdir / f"state-{replica}"), "--checkpoint-interval", "1"]
+            every = ["--checkpoint-interval", "1"] if "--checkpoint-interval" in _serve_help() else []
+            return ["--state-dir", str(self.workdir / f"state-{replica}"), *every]
         if self.mode == "state_store":
             return ["--state-store", self.redis_url]
         return []
