@@ -4,7 +4,7 @@ side in one run (issue 27): spans per second through the real gateway Collector
 (collector-config/sink.yaml: file archive and detection counters), and the CPU each
 component spent per 10,000 spans.
 
-Run: ``python bench/bench_replicas.py [--spans 40000] [--rounds 2] [--topologies 1,2]``
+Run: ``python bench/bench_replicas.py [--spans 40000] [--rounds 2] [--topologies 1,2] [--consumers 4,16]``
 
 The processes are the end-to-end test's (tests/e2e/pipeline.py: the same configurations,
 environment and serve command line). The load is bench_service's ``agent`` workload (the
@@ -16,7 +16,10 @@ measured request to the moment the sink's receiver has accepted every measured s
 (``otelcol_receiver_accepted_spans``); spans/s is the measured spans over that interval.
 CPU is ``/proc/<pid>/stat`` user + system time over the same interval, per process. Each
 round measures every topology once, in rotating order; the figures are medians over
-rounds, and the ratios (2 replicas over 1) are medians of the per-round ratios.
+rounds, and the ratios (2 replicas over 1) are medians of the per-round ratios. With
+``--consumers 4,16`` every topology is also measured with the gateway load balancer's
+``sending_queue.num_consumers`` at 16 (gateway.yaml ships 4): the batches the gateway has in
+flight at once.
 
 On a machine with fewer cores than processes (the development machine: 2 cores for the
 client, the two Collectors and the replicas) the replicas compete with the rest for the
@@ -79,7 +82,7 @@ def measure(n: int, otelcol: str, requests_file: Path, warm: int, measured: int,
     seconds per component over the measured requests."""
     procs = Procs(workdir)
     pipe = Pipeline(procs, otelcol, workdir)
-    pipe.gateway_consumers = opts.consumers
+    pipe.gateway_consumers = opts.queue_consumers
     client: subprocess.Popen[str] | None = None
     names = NAMES[:n]
     try:
@@ -128,38 +131,37 @@ def main() -> int:
     p.add_argument("--warmup-requests", type=int, default=8, help="requests sent before measuring (default 8)")
     p.add_argument("--rounds", type=int, default=2, help="rounds (default 2)")
     p.add_argument("--topologies", default="1,2", help="replica counts, comma-separated (default 1,2)")
-    p.add_argument("--consumers", type=int, default=None,
-                   help="the gateway load balancer's sending_queue.num_consumers (default: gateway.yaml's, 4)")
+    p.add_argument("--consumers", default="4",
+                   help="the gateway load balancer's sending_queue.num_consumers, comma-separated: each is measured "
+                        "with every topology (default 4, gateway.yaml's)")
     opts = p.parse_args()
     otelcol = collector_binary()
     if otelcol is None:
         print("no Collector: needs Go (collector-config/build-collector.sh) or OTELCOL=path", file=sys.stderr)
         return 2
-    topologies = [int(x) for x in opts.topologies.split(",")]
+    configs = [(n, int(c)) for c in opts.consumers.split(",") for n in (int(x) for x in opts.topologies.split(","))]
     requests, warm, measured, source = agent_requests(opts.spans, opts.warmup_requests, 512)
-    print(f"traffic: {source}; {measured} spans measured per topology and round, {opts.rounds} rounds; gateway "
-          f"queue consumers: {opts.consumers or 'the shipped 4'}")
-    results: dict[int, list[dict[str, Any]]] = {n: [] for n in topologies}
+    print(f"traffic: {source}; {measured} spans measured per configuration and round, {opts.rounds} rounds")
+    results: dict[tuple[int, int], list[dict[str, Any]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as tmp:
         requests_file = Path(tmp) / "requests.pickle"
         with open(requests_file, "wb") as fh:
             pickle.dump(requests, fh, protocol=pickle.HIGHEST_PROTOCOL)
         for r in range(opts.rounds):
-            order = topologies[r % len(topologies):] + topologies[:r % len(topologies)]
-            for n in order:
-                workdir = Path(tmp) / f"round{r}-{n}"
+            for n, consumers in configs[r % len(configs):] + configs[:r % len(configs)]:
+                workdir = Path(tmp) / f"round{r}-{n}-{consumers}"
                 workdir.mkdir()
+                opts.queue_consumers = consumers
                 res = measure(n, otelcol, requests_file, warm, measured, workdir, opts)
-                results[n].append(res)
+                results[(n, consumers)].append(res)
                 cpu = ", ".join(f"{k} {v / measured * 1e4:.2f}" for k, v in res["cpu"].items())
                 busy = ", ".join(f"{k} {v:.0%}" for k, v in res["busy"].items())
-                print(f"round {r + 1}, {n} replica(s): {res['rate']:.0f} spans/s ({res['wall']:.1f} s); "
-                      f"CPU s per 10k spans: {cpu}; busy (of one core): {busy}; machine load "
-                      f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+                print(f"round {r + 1}, {n} replica(s), {consumers} consumers: {res['rate']:.0f} spans/s "
+                      f"({res['wall']:.1f} s); CPU s per 10k spans: {cpu}; busy (of one core): {busy}; machine "
+                      f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     print("\nmedians over rounds (CPU seconds per 10,000 spans; replicas summed)")
-    print(f"{'replicas':>8} {'spans/s':>9} {'gateway':>8} {'replicas':>9} {'sink':>7} {'all':>7}")
-    for n in topologies:
-        rows = results[n]
+    print(f"{'replicas':>8} {'consumers':>9} {'spans/s':>9} {'gateway':>8} {'replicas':>9} {'sink':>7} {'all':>7}")
+    for (n, consumers), rows in results.items():
         rate = statistics.median(x["rate"] for x in rows)
 
         def per10k(key: str, rows: list[dict[str, Any]] = rows) -> float:
@@ -167,15 +169,16 @@ def main() -> int:
                                      for x in rows)
 
         total = statistics.median(sum(x["cpu"].values()) / measured * 1e4 for x in rows)
-        print(f"{n:>8} {rate:>9.0f} {per10k('gateway'):>8.2f} {per10k('replica'):>9.2f} {per10k('sink'):>7.2f} "
-              f"{total:>7.2f}")
-    if 1 in results and 2 in results:
-        ratios = [b["rate"] / a["rate"] for a, b in zip(results[1], results[2], strict=True)]
-        cpu_ratios = [sum(b["cpu"].values()) / sum(a["cpu"].values()) for a, b in zip(results[1], results[2],
-                                                                                       strict=True)]
-        print(f"\n2 replicas / 1: throughput {statistics.median(ratios):.2f}x (rounds: "
-              f"{', '.join(f'{x:.2f}' for x in ratios)}); CPU of the whole pipeline per span "
-              f"{statistics.median(cpu_ratios):.2f}x")
+        print(f"{n:>8} {consumers:>9} {rate:>9.0f} {per10k('gateway'):>8.2f} {per10k('replica'):>9.2f} "
+              f"{per10k('sink'):>7.2f} {total:>7.2f}")
+    for consumers in sorted({c for _, c in configs}):
+        one, two = results.get((1, consumers)), results.get((2, consumers))
+        if one and two:
+            ratios = [b["rate"] / a["rate"] for a, b in zip(one, two, strict=True)]
+            cpu_ratios = [sum(b["cpu"].values()) / sum(a["cpu"].values()) for a, b in zip(one, two, strict=True)]
+            print(f"{consumers} consumers, 2 replicas / 1: throughput {statistics.median(ratios):.2f}x (rounds: "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)}); CPU of the whole pipeline per span "
+                  f"{statistics.median(cpu_ratios):.2f}x")
     return 0
 
 
