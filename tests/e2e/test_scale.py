@@ -347,7 +347,9 @@ def test_scale(scenario: str, state: str, otelcol_binary: str, procs: Procs, tmp
           f"{lost_counted:.0f}), {len(runs.loops)} looping runs ({reached_park} parked), {len(runs.healthy)} "
           f"healthy; disruption done at {disrupted:.0f}s, all in {time.monotonic() - t0:.0f}s")
     for prop in ALL:
-        print(f"  {prop:10} {'ok' if not fail[prop] else 'FAILS: ' + str(len(fail[prop])) + ' e.g. ' + fail[prop][0]}")
+        failed_runs = len({f.partition(":")[0] for f in fail[prop]})
+        print(f"  {prop:10} " + ("ok" if not fail[prop] else f"FAILS in {failed_runs} runs ({len(fail[prop])} "
+                                                              f"findings), e.g. {fail[prop][0]}"))
     must = GUARANTEED.get(state, ALL)
     broken = {p: fail[p][:5] for p in must if fail[p]}
     assert not broken, broken
