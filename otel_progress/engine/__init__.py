@@ -27,11 +27,12 @@ from operator import attrgetter
 from ..evidence.canonical import Digester
 from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
+from .conversations import ConversationTable
 from .pipeline import Pipeline
 from .runstate import RunState
-from .signals import RunSignatureSignal, build_model_signals, build_signals
+from .signals import ConversationSignal, RunSignatureSignal, TurnRecord, build_model_signals, build_signals
 from .summary import EngineStats, RunSummary, summarise
-from .tables import RunTable
+from .tables import RunTable, TraceState
 
 __all__ = ["EngineStats", "ProgressEngine", "RunSummary"]
 
@@ -60,6 +61,10 @@ class ProgressEngine:
         self._lock = threading.RLock()
         self.stats = EngineStats()
         self._table = RunTable(self.pipeline, self.stats)
+        # The conversation scope: the turns of each conversation across traces (None: off).
+        self._turn_index = next(
+            (i for i, s in enumerate(self.pipeline.signals) if isinstance(s, ConversationSignal)), None)
+        self._conversations = ConversationTable(self.config) if self._turn_index is not None else None
 
     # -- state ------------------------------------------------------------------------
 
@@ -272,10 +277,17 @@ class ProgressEngine:
         *,
         span_id: str = "",
         parent_run_id: str | None = None,
+        conversation_id: str | None = None,
+        now: float | None = None,
     ) -> RunSummary | None:
         """An agent invocation finished: flush its calls, evaluate the run-scope signature
         if it was a sub-agent (``parent_run_id``: the run it was invoked from), free its
-        state and summarise it."""
+        state and summarise it.
+
+        ``conversation_id``: the conversation the run is a turn of (``gen_ai.conversation.id``
+        or ``session.id`` on its agent span). A top-level run that names one is compared with
+        the conversation's earlier turns (:mod:`.conversations`); a sub-agent's requests and
+        answers count as its invoking run's."""
         try:
             with self._lock:
                 trace = self._table.traces.get(trace_id)
@@ -287,6 +299,11 @@ class ProgressEngine:
                     detections.extend(self._release(run, final=True))
                 if parent_run_id and self._run_signal is not None:
                     det = trace.run_scope(self._run_signal, trace.runs.get(parent_run_id), span_id or run_id)
+                    if det is not None:
+                        self.stats.detections += 1
+                        detections.append(det)
+                if run is not None and self._turn_index is not None:
+                    det = self._end_turn(trace, run, parent_run_id, conversation_id, span_id or run_id, now)
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
@@ -319,6 +336,8 @@ class ProgressEngine:
         """Drop traces idle for longer than ``run_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now
         with self._lock:
+            if self._conversations is not None:
+                self._conversations.evict_idle(now)
             return self._table.evict_idle(now)
 
     def run_state(self, trace_id: str, run_id: str) -> RunState | None:
@@ -327,6 +346,21 @@ class ProgressEngine:
         return None if trace is None else trace.runs.get(run_id)
 
     # -- internals --------------------------------------------------------------------
+
+    def _end_turn(self, trace: TraceState, run: RunState, parent_run_id: str | None,
+                  conversation_id: str | None, span_id: str, now: float | None) -> Detection | None:
+        """The conversation scope at a run's end: a sub-agent's turn record goes to the run
+        that invoked it; a top-level run naming a conversation is judged as one of its turns."""
+        record: TurnRecord = run.states[self._turn_index]  # type: ignore[index]
+        if parent_run_id:
+            parent = trace.runs.get(parent_run_id)
+            if parent is not None:
+                parent.states[self._turn_index].merge(record, self.config.max_evidence)  # type: ignore[index]
+            return None
+        if not conversation_id or self._conversations is None:
+            return None
+        return self._conversations.end_turn(
+            conversation_id, record, run, span_id, time.monotonic() if now is None else now)
 
     def _release(self, run: RunState, final: bool) -> list[Detection]:
         """Evaluate the complete steps at the head of the run's buffer: all of them when

@@ -35,6 +35,7 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "measure",
     "same_answer",
     "run_signature",
+    "conversation",
     "text_repeat",
     "unexecuted",
 )
@@ -80,12 +81,16 @@ class Config:
     digest_key: str | None = dataclasses.field(default=None, repr=False)
     max_runs: int = 10_000
     run_ttl_seconds: float = 3600.0
+    conversation_turns: int = 3
+    max_conversations: int = 10_000
+    conversation_ttl_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         for name in (
             "window", "frequency_count", "frequency_window", "barren_threshold",
             "revisit_threshold", "location_revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
             "repeat_failure_threshold", "same_answer_count", "unexecuted_count", "max_evidence", "max_runs",
+            "conversation_turns", "max_conversations",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -165,7 +165,8 @@ class LiveFeed:
         if getattr(span, "events", None):
             self.verdicts(self._record(span, getattr(span, "attributes", None) or {}), trace_hex, sid_hex)
         with self.tables.lock:
-            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run)
+            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run,
+                                                conversation=span_session(span.attributes or {}))
         dets = self.model.reported(dets)
         mine = self._deliver(dets, tid, sid_hex, span.end_time) if dets else None
         with self.tables.lock:

@@ -133,11 +133,13 @@ class RunModel:
         record says so): a boundary between its steps. Its detections."""
         return self.corroborate(self.engine.compaction(compaction))
 
-    def end_run(self, trace: str, run: str, *, span_id: str = "",
-                parent_run: str | None = None) -> tuple[list[Detection], RunSummary | None]:
+    def end_run(self, trace: str, run: str, *, span_id: str = "", parent_run: str | None = None,
+                conversation: str | None = None) -> tuple[list[Detection], RunSummary | None]:
         """An agent invocation ended (``parent_run``: the run it was invoked from, for the
-        run-scope signature). Its detections and summary."""
-        summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run)
+        run-scope signature; ``conversation``: the conversation its agent span names, for the
+        conversation scope). Its detections and summary."""
+        summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run,
+                                      conversation_id=conversation)
         released = self._release((trace, run)) if self._held else []
         if summary is None:
             return released, None

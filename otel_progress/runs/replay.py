@@ -207,7 +207,8 @@ class Replay:
         if span.events:
             self.verdicts(span, self.trace_id, span.span_id)
         dets, summary = self.model.end_run(self.trace_id, span.span_id, span_id=span.span_id,
-                                           parent_run=self.parent_run(span.span_id))
+                                           parent_run=self.parent_run(span.span_id),
+                                           conversation=span_session(span.attributes))
         self.touched.pop(span.span_id, None)
         self.found(dets)
         if summary is not None and (summary.turns or summary.detections):

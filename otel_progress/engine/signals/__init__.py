@@ -17,6 +17,7 @@ from .answer import SameAnswerSignal
 from .barren import BarrenSignal
 from .base import Signal
 from .compaction import CompactionSignal
+from .conversation import ConversationSignal, TurnRecord
 from .errors import ErrorRecurrenceSignal
 from .frequency import FrequencySignal
 from .location import LocationRevisitSignal
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BarrenSignal",
     "CompactionSignal",
+    "ConversationSignal",
     "ErrorRecurrenceSignal",
     "FrequencySignal",
     "LocationRevisitSignal",
@@ -49,6 +51,7 @@ __all__ = [
     "SignatureSignal",
     "StateRevisitSignal",
     "TextRepeatSignal",
+    "TurnRecord",
     "UnexecutedSignal",
     "WaitSignal",
     "build_model_signals",
@@ -57,6 +60,8 @@ __all__ = [
 ]
 
 _AGENT_SIGNALS: tuple[type[Signal], ...] = (
+    # first: it records every step of the run (it never fires), whatever the others find
+    ConversationSignal,
     WaitSignal,
     CompactionSignal,
     RepeatCycleSignal,
