@@ -22,8 +22,9 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from ..model import ModelOutput
 from .ai_sdk import AISDKConvention
-from .base import COMPACTED_CONTEXT, COMPACTION, CallLinks, SpanConvention, ToolContent
+from .base import COMPACTED_CONTEXT, COMPACTION, CallLinks, ModelOutputContent, SpanConvention, ToolContent
 from .claude_code import ClaudeCodeConvention
 from .envelopes import reduce_arguments, reduce_result
 from .gemini_cli import GeminiCliConvention
@@ -40,6 +41,7 @@ from .record import SpanKind, SpanRecord
 from .strands import StrandsConvention
 
 __all__ = [
+    "CALL_ID_KEYS",
     "COMPACTED_CONTEXT",
     "COMPACTION",
     "CONVENTIONS",
@@ -48,6 +50,7 @@ __all__ = [
     "MARKER_KEYS",
     "MARKER_NAME_PREFIXES",
     "CallLinks",
+    "ModelOutputContent",
     "SpanConvention",
     "SpanKind",
     "SpanRecord",
@@ -63,10 +66,13 @@ __all__ = [
     "read_call_links",
     "read_compaction",
     "read_input_tokens",
+    "read_model_content",
+    "read_model_output",
     "read_tokens",
     "read_tool",
     "reduce_arguments",
     "reduce_result",
+    "tool_call_id",
     "tool_decision",
 ]
 
@@ -127,6 +133,7 @@ _INPUT_TOKEN_READERS = _overrides("read_input_tokens")
 _AGENT_READERS = _overrides("agent_name")
 _COMPACTION_READERS = _overrides("read_compaction")
 _LINK_READERS = _overrides("read_call_links")
+_OUTPUT_READERS = _overrides("read_model_output")
 
 
 def classify(span: SpanRecord) -> SpanKind:
@@ -248,3 +255,58 @@ def read_call_links(span: SpanRecord) -> CallLinks:
         if links is not None:
             return links
     return CallLinks()
+
+
+def read_model_content(span: SpanRecord) -> ModelOutputContent:
+    """What a model-call span answered, each field from the first convention that found
+    it (fields none found are ``None``)."""
+    text = reasoning = requests = prompt = None
+    for convention in _OUTPUT_READERS:
+        try:
+            content = convention.read_model_output(span)
+        except Exception:  # a convention's bug on an odd value: ask the others
+            continue
+        if content is None:
+            continue
+        text = content.text if text is None else text
+        reasoning = content.reasoning if reasoning is None else reasoning
+        requests = content.requests if requests is None else requests
+        prompt = content.prompt if prompt is None else prompt
+        if text is not None and requests is not None and prompt is not None:
+            break
+    return ModelOutputContent(text, reasoning, requests, prompt)
+
+
+def read_model_output(span: SpanRecord, *, run_id: str = "", agent: str | None = None,
+                      trace_key: str | None = None) -> ModelOutput | None:
+    """The engine's :class:`~otel_progress.model.ModelOutput` for a model-call span (its
+    text, reasoning, requested tool calls and the latest user message of its input), or
+    ``None`` when no convention found any of them (content capture off, or a span of no
+    convention). ``trace_key`` replaces the trace id as the engine's trace key."""
+    content = read_model_content(span)
+    if not content.known:
+        return None
+    start = _ns(span.start_ns)
+    return ModelOutput(trace_id=trace_key or span.trace_id, run_id=run_id, span_id=span.span_id,
+                       start_ns=start, end_ns=_ns(span.end_ns) or start, agent=agent, text=content.text,
+                       reasoning=content.reasoning, requests=content.requests or (), prompt=content.prompt)
+
+
+def _ns(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+#: The keys a tool span's own call id is read from (:meth:`SpanConvention.read_call_links`).
+CALL_ID_KEYS = frozenset({"gen_ai.tool.call.id", "ai.toolCall.id"})
+
+
+def tool_call_id(span: SpanRecord) -> str | None:
+    """The call id the model gave a tool span's call (``gen_ai.tool.call.id``, the AI SDK's
+    ``ai.toolCall.id``): :func:`read_call_links`' ``own``, asked only when one of
+    :data:`CALL_ID_KEYS` is on the span (most tool spans cost one set test)."""
+    if CALL_ID_KEYS.isdisjoint(span.attributes):
+        return None
+    return read_call_links(span).own

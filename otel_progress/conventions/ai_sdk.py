@@ -29,6 +29,17 @@ Every span carries ``ai.operationId``, written whatever the recording settings (
   ``recordOutputs`` is on (the default). A failed tool sets the span
   status ERROR with an ``exception`` event.
 
+Model outputs (:meth:`AISDKConvention.read_model_output`, on the model-call spans, 6.0.326
+``src/generate-text/generate-text.ts``, 4.3.19 ``dist/index.mjs``): ``ai.response.text``,
+``ai.response.reasoning`` (6: the reasoning parts joined), ``ai.response.toolCalls`` =
+``JSON.stringify([{toolCallId, toolName, input}])`` (4: ``args``; ``input`` is the JSON
+text of the arguments), all recorded only while ``recordOutputs`` is on; the prompt is the
+latest ``user`` message with text in ``ai.prompt.messages`` (``content`` a text or a list
+of ``{"type": "text", "text"}`` parts; ``recordInputs``). AI SDK 7's ``OpenTelemetry``
+integration writes ``gen_ai.output.messages`` on its ``chat`` spans (the model calls under
+each ``agent_step`` span; ``@ai-sdk/otel`` ``src/open-telemetry.ts``
+``onLanguageModelCallEnd``), read by :mod:`.genai`.
+
 The JavaScript SDK stamps a span's start in whole milliseconds, so a model call and the
 tool calls around it often start in the same millisecond. The call ids order them
 (:meth:`AISDKConvention.read_call_links`): a model call's ``ai.response.toolCalls`` name
@@ -38,9 +49,13 @@ the calls it requested (each ``toolCallId``), the ``tool-result`` parts of its
 
 from __future__ import annotations
 
-from .base import CallLinks, SpanConvention, ToolContent, as_text, call_ids, first_text
+from collections.abc import Mapping
+from typing import Any
+
+from .base import CallLinks, ModelOutputContent, SpanConvention, ToolContent, as_text, call_ids, decode_json, first_text
 from .genai import input_tokens_from, tokens_from
 from .openllmetry import json_text
+from .outputs import MAX_PARTS, OutputParts, cap_text, joined
 from .record import SpanKind, SpanRecord
 
 __all__ = ["AISDKConvention"]
@@ -60,8 +75,48 @@ _USAGE_TOTALS = ("ai.usage.totalTokens", "ai.usage.tokens")
 _RESULT_PARTS = frozenset({"tool-result"})
 
 
+_OUTPUT_KEYS = ("ai.response.text", "ai.response.reasoning", "ai.response.toolCalls")
+_PROMPT_KEY = "ai.prompt.messages"
+
+
 def _operation(span: SpanRecord) -> str | None:
     return as_text(span.attributes.get(OPERATION_ID))
+
+
+def _prompt(messages: Any) -> str | None:
+    """The latest ``user`` message with text in ``ai.prompt.messages``."""
+    decoded = decode_json(messages)
+    if not isinstance(decoded, list):
+        return None
+    for message in reversed(decoded[-4096:]):
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            texts = [content] if content else []
+        elif isinstance(content, list):
+            texts = [t for t in (as_text(p.get("text")) for p in content[:MAX_PARTS]
+                                 if isinstance(p, Mapping) and p.get("type") == "text") if t]
+        else:
+            texts = []
+        if texts:
+            return cap_text(joined(texts) or "")
+    return None
+
+
+def model_output(a: Mapping[str, Any]) -> ModelOutputContent | None:
+    """The output and prompt of an AI SDK model-call span, or ``None`` without them."""
+    prompt = _prompt(a.get(_PROMPT_KEY)) if _PROMPT_KEY in a else None
+    if not any(key in a for key in _OUTPUT_KEYS):
+        return ModelOutputContent(prompt=prompt) if prompt is not None else None
+    out = OutputParts()
+    out.text(a.get("ai.response.text"))
+    out.thought(a.get("ai.response.reasoning"))
+    calls = decode_json(a.get("ai.response.toolCalls"))
+    for call in calls[:MAX_PARTS] if isinstance(calls, list) else ():
+        if isinstance(call, Mapping):
+            out.ask(call.get("toolName"), call.get("input", call.get("args")), call.get("toolCallId"))
+    return out.content()._replace(prompt=prompt)
 
 
 class AISDKConvention(SpanConvention):
@@ -112,6 +167,12 @@ class AISDKConvention(SpanConvention):
         a = span.attributes
         return CallLinks(produced=call_ids(a.get("ai.response.toolCalls"), "toolCallId"),
                          seen=call_ids(a.get("ai.prompt.messages"), "toolCallId", _RESULT_PARTS))
+
+    def read_model_output(self, span: SpanRecord) -> ModelOutputContent | None:
+        op = _operation(span)
+        if op is None or not op.endswith(MODEL_SUFFIXES):
+            return None
+        return model_output(span.attributes)
 
     def agent_name(self, span: SpanRecord) -> str | None:
         if _operation(span) not in AGENT_OPERATIONS:

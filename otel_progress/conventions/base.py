@@ -1,13 +1,14 @@
 """The reader interface every span convention implements, and the value helpers they share.
 
 A convention (one module per instrumentation: OpenTelemetry GenAI, OpenInference,
-OpenLLMetry, ...) answers six questions about a :class:`~otel_progress.conventions.spans.SpanRecord`:
+OpenLLMetry, ...) answers these questions about a :class:`~otel_progress.conventions.spans.SpanRecord`:
 what the span is (:meth:`SpanConvention.classify`), which tool call it records
 (:meth:`SpanConvention.read_tool`), how many tokens a model call used
 (:meth:`SpanConvention.read_tokens`), which agent an agent span runs
 (:meth:`SpanConvention.agent_name`), whether it marks a context compaction
-(:meth:`SpanConvention.read_compaction`) and which tool-call ids link it to other spans
-(:meth:`SpanConvention.read_call_links`: the replay's causal order). Each answers
+(:meth:`SpanConvention.read_compaction`), which tool-call ids link it to other spans
+(:meth:`SpanConvention.read_call_links`: the replay's causal order) and what a model call
+answered (:meth:`SpanConvention.read_model_output`). Each answers
 ``None`` for "not mine / not known", so the registry (:mod:`otel_progress.conventions`) can
 ask them in order.
 
@@ -23,12 +24,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..model import ToolRequest
 from .record import SpanKind, SpanRecord
 
 __all__ = [
     "COMPACTED_CONTEXT",
     "COMPACTION",
     "CallLinks",
+    "ModelOutputContent",
     "SpanConvention",
     "ToolContent",
     "as_number",
@@ -65,6 +68,25 @@ class ToolContent(NamedTuple):
     truncated: bool = False
     #: ``False``: the call never ran (denied or awaiting approval before execution)
     executed: bool = True
+
+
+class ModelOutputContent(NamedTuple):
+    """What a convention read from a model-call span (:meth:`SpanConvention.read_model_output`).
+    Each field is ``None`` when the convention does not know it (another convention may):
+    ``text`` / ``reasoning`` the output's text and reasoning parts joined; ``requests`` the
+    tool calls the model asked for (``()``: it asked for none, known); ``prompt`` the text
+    of the latest user message of the input. (A named tuple: cheap.)"""
+
+    text: str | None = None
+    reasoning: str | None = None
+    requests: tuple[ToolRequest, ...] | None = None
+    prompt: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether any field is known."""
+        return (self.text is not None or self.reasoning is not None or self.requests is not None
+                or self.prompt is not None)
 
 
 class CallLinks(NamedTuple):
@@ -123,6 +145,13 @@ class SpanConvention:
     def read_compaction(self, span: SpanRecord) -> str | None:
         """:data:`COMPACTION` when the span is a compaction of its run's context,
         :data:`COMPACTED_CONTEXT` when it works on a compacted context, else ``None``."""
+        return None
+
+    def read_model_output(self, span: SpanRecord) -> ModelOutputContent | None:
+        """What a model-call span answered: its text, reasoning and the tool calls it
+        requested, and the latest user message of its input (fields not known are
+        ``None``), or ``None`` when the convention finds none of them. Asked for model
+        spans only, when they end."""
         return None
 
     def read_call_links(self, span: SpanRecord) -> CallLinks | None:

@@ -216,9 +216,15 @@ def evaluate(environ: Mapping[str, str], distributions: Mapping[str, str] | None
     return out
 
 
+#: ``gen_ai.operation.name`` values of the spans whose content the GenAI setting governs: tool
+#: calls and inference (model) calls.
+_GENAI_OPERATIONS = frozenset({"execute_tool", "chat", "generate_content", "text_completion"})
+
+
 def setting_for_span(attributes: Mapping[str, object], scope: str = "") -> ContentSetting | None:
-    """The table row of the instrumentation that wrote a tool span, from its convention
-    markers and its instrumentation scope name, or None when it cannot be told."""
+    """The table row of the instrumentation that wrote a tool span (or an inference span:
+    the same settings govern the messages' content), from its convention markers and its
+    instrumentation scope name, or None when it cannot be told."""
     scope = scope or ""
     by_name = {s.instrumentation: s for s in SETTINGS}
     if "openinference.span.kind" in attributes or scope.startswith("openinference."):
@@ -233,7 +239,7 @@ def setting_for_span(attributes: Mapping[str, object], scope: str = "") -> Conte
         return by_name["Pydantic AI (native)"]
     if scope.startswith("mcp") or "mcp.method.name" in attributes:
         return by_name["MCP Python SDK (its own spans)"]
-    if attributes.get("gen_ai.operation.name") == "execute_tool":
+    if attributes.get("gen_ai.operation.name") in _GENAI_OPERATIONS:
         return by_name[SETTINGS[-1].instrumentation]
     return None
 

@@ -32,6 +32,15 @@ last.
 * model calls (``chat``, ``generate_content``, ``text_completion``, ``embeddings``, or any
   span with usage): ``gen_ai.usage.input_tokens`` + ``output_tokens``, the deprecated
   ``prompt_tokens`` / ``completion_tokens``, else ``gen_ai.usage.total_tokens``.
+* model outputs (:meth:`GenAIConvention.read_model_output`): the ``text``, ``reasoning``
+  and ``tool_call`` parts of ``gen_ai.output.messages`` (blob, file and uri parts by their
+  descriptor; server tool calls, tool results and compaction parts are not read), and the
+  latest ``user`` message with text in ``gen_ai.input.messages``: on the span, else in its
+  ``gen_ai.client.inference.operation.details`` events (semconv 1.37+, Strands' latest
+  conventions); else the older span events ``gen_ai.choice`` (``message``: an OpenAI-style
+  ``{"content", "tool_calls"}`` message, or Strands' list of content blocks ``text`` /
+  ``toolUse`` / ``reasoningContent``, ``strands/telemetry/tracer.py``
+  ``end_model_invoke_span``) and ``gen_ai.user.message`` (``content``).
 * call ids, for the replay's causal order where start times tie (JavaScript's millisecond
   clock): a tool span's ``gen_ai.tool.call.id``; a model span's ``tool_call`` parts in
   ``gen_ai.output.messages`` (the calls it requested) and ``tool_call_response`` parts in
@@ -46,6 +55,7 @@ from typing import Any
 from .base import (
     COMPACTED_CONTEXT,
     CallLinks,
+    ModelOutputContent,
     SpanConvention,
     ToolContent,
     as_number,
@@ -55,10 +65,21 @@ from .base import (
     event_attributes,
     first_text,
 )
+from .outputs import OutputParts, cap_text, genai_output, genai_prompt, joined
 from .record import SpanKind, SpanRecord
 
-__all__ = ["GenAIConvention", "input_tokens_from", "is_compacted", "is_nested", "message_parts", "tokens_from",
-           "tool_decision"]
+__all__ = [
+    "GenAIConvention",
+    "choice_message",
+    "event_prompt",
+    "input_tokens_from",
+    "is_compacted",
+    "is_nested",
+    "message_parts",
+    "model_output",
+    "tokens_from",
+    "tool_decision",
+]
 
 OPERATION = "gen_ai.operation.name"
 _MODEL_OPS = frozenset({"chat", "generate_content", "text_completion", "embeddings"})
@@ -155,6 +176,97 @@ def _from_parts(span: SpanRecord) -> ToolContent | None:
     if name is None and arguments is None and result is None:
         return None
     return ToolContent(name, arguments, result)
+
+
+_CHOICE_EVENT = "gen_ai.choice"
+_USER_EVENT = "gen_ai.user.message"
+
+
+def choice_message(out: OutputParts, message: Any) -> None:
+    """A ``gen_ai.choice`` event's ``message``: an OpenAI-style message, or a list of
+    Bedrock/Strands content blocks."""
+    message = decode_json(message)
+    if isinstance(message, Mapping):
+        content = message.get("content")
+        if isinstance(content, str):
+            out.text(content)
+        elif isinstance(content, list):
+            _blocks(out, content)
+        calls = message.get("tool_calls")
+        for call in calls[:64] if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping):
+                out.ask(function.get("name"), function.get("arguments"), call.get("id"))
+    elif isinstance(message, list):
+        _blocks(out, message)
+    elif isinstance(message, str):
+        out.text(message)
+
+
+def _blocks(out: OutputParts, blocks: list[Any]) -> None:
+    for block in blocks[:64]:
+        if not isinstance(block, Mapping):
+            continue
+        if "text" in block:
+            out.text(block.get("text"))
+        elif isinstance(block.get("toolUse"), Mapping):
+            use = block["toolUse"]
+            out.ask(use.get("name"), use.get("input"), use.get("toolUseId"))
+        elif isinstance(block.get("reasoningContent"), Mapping):
+            reasoning = block["reasoningContent"].get("reasoningText")
+            if isinstance(reasoning, Mapping):
+                out.thought(reasoning.get("text"))
+
+
+def event_prompt(content: Any) -> str | None:
+    """A ``gen_ai.user.message`` event's ``content``: a text, or a list of content blocks."""
+    decoded = decode_json(content)
+    if isinstance(decoded, str):
+        return cap_text(decoded) if decoded else None
+    if isinstance(decoded, list):
+        texts = [t for t in (as_text(b.get("text")) for b in decoded[:64] if isinstance(b, Mapping)) if t]
+        return cap_text(joined(texts) or "") if texts else None
+    return None
+
+
+def _output_in_events(span: SpanRecord) -> ModelOutputContent | None:
+    """The older conventions' span events: ``gen_ai.choice`` and ``gen_ai.user.message``."""
+    choices = event_attributes(span, _CHOICE_EVENT)
+    users = event_attributes(span, _USER_EVENT)
+    if not choices and not users:
+        return None
+    out = OutputParts()
+    for attrs in choices:
+        choice_message(out, attrs.get("message", attrs.get("content")))
+    prompt = None
+    for attrs in reversed(users):
+        prompt = event_prompt(attrs.get("content"))
+        if prompt:
+            break
+    content = out.content(requests_known=bool(choices))
+    return content._replace(prompt=prompt)
+
+
+def model_output(span: SpanRecord) -> ModelOutputContent | None:
+    """The GenAI output and prompt of a model span: its ``gen_ai.output.messages`` /
+    ``gen_ai.input.messages``, on the span or in its details events, else the older
+    ``gen_ai.choice`` / ``gen_ai.user.message`` events."""
+    a = span.attributes
+    output = genai_output(a.get(_OUTPUT_MESSAGES)) if _OUTPUT_MESSAGES in a else None
+    prompt = genai_prompt(a.get(_INPUT_MESSAGES)) if _INPUT_MESSAGES in a else None
+    if span.events and (output is None or prompt is None):
+        for attrs in event_attributes(span, _DETAILS_EVENT):
+            if output is None and _OUTPUT_MESSAGES in attrs:
+                output = genai_output(attrs.get(_OUTPUT_MESSAGES))
+            if prompt is None and _INPUT_MESSAGES in attrs:
+                prompt = genai_prompt(attrs.get(_INPUT_MESSAGES))
+        if output is None:
+            older = _output_in_events(span)
+            if older is not None:
+                output, prompt = older, prompt or older.prompt
+    if output is None:
+        return ModelOutputContent(prompt=prompt) if prompt is not None else None
+    return output._replace(prompt=prompt)
 
 
 def _flag(value: Any) -> bool | None:
@@ -286,6 +398,9 @@ class GenAIConvention(SpanConvention):
 
     def read_compaction(self, span: SpanRecord) -> str | None:
         return COMPACTED_CONTEXT if is_compacted(span) else None
+
+    def read_model_output(self, span: SpanRecord) -> ModelOutputContent | None:
+        return model_output(span)
 
     def read_call_links(self, span: SpanRecord) -> CallLinks | None:
         a = span.attributes

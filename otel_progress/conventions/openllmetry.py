@@ -15,6 +15,17 @@ client's, ``opentelemetry-instrumentation-mcp`` ``instrumentation.py``
 ``[{"type": "text", "content": ...}]`` -> the text).
 
 Agent spans: ``traceloop.span.kind=agent``, the agent is ``traceloop.entity.name``.
+
+Model outputs in the older flattened keys (OpenLLMetry before it wrote
+``gen_ai.output.messages``, read by :mod:`.genai`: ``opentelemetry-instrumentation-openai``
+``shared/chat_wrappers.py`` ``_set_completions`` / ``_set_prompts``; the JavaScript SDK's
+``LLMSpan.reportResponse`` / ``reportRequest`` in ``@traceloop/node-server-sdk`` 0.27.0
+``dist/index.mjs`` writes the same keys): ``gen_ai.completion.{i}.content`` (text; a
+completion whose ``role`` is not ``assistant`` or unset is not read),
+``gen_ai.completion.{i}.tool_calls.{j}.name`` / ``.arguments`` / ``.id`` and the older
+``gen_ai.completion.{i}.function_call.name`` / ``.arguments`` (the requests); the prompt is
+the latest ``gen_ai.prompt.{i}.content`` whose ``gen_ai.prompt.{i}.role`` is ``user``
+(``gen_ai.prompt.0.user`` for a completion call's prompt).
 """
 
 from __future__ import annotations
@@ -23,10 +34,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SpanConvention, ToolContent, as_text, decode_json, first_text
+from .base import ModelOutputContent, SpanConvention, ToolContent, as_text, decode_json, first_text
+from .openinference import flattened
+from .outputs import MAX_PARTS, OutputParts, cap_text
 from .record import SpanKind, SpanRecord
 
-__all__ = ["OpenLLMetryConvention", "json_text"]
+__all__ = ["OpenLLMetryConvention", "json_text", "model_output"]
 
 KIND = "traceloop.span.kind"
 INPUT = "traceloop.entity.input"
@@ -74,6 +87,49 @@ def _tool_name(span: SpanRecord) -> str | None:
     return None
 
 
+_COMPLETION = "gen_ai.completion."
+_PROMPT = "gen_ai.prompt."
+
+
+def _completion(out: OutputParts, fields: Mapping[str, Any]) -> None:
+    out.text(fields.get("content"))
+    calls = flattened(fields, "tool_calls.")
+    for j in sorted(calls)[:MAX_PARTS]:
+        call = calls[j]
+        out.ask(call.get("name"), call.get("arguments"), call.get("id"))
+    if "function_call.name" in fields:
+        out.ask(fields.get("function_call.name"), fields.get("function_call.arguments"), None)
+
+
+def _prompt(prompts: Mapping[int, Mapping[str, Any]]) -> str | None:
+    for index in sorted(prompts, reverse=True):
+        fields = prompts[index]
+        text = as_text(fields.get("user"))  # (a completion call: gen_ai.prompt.0.user)
+        if not text and fields.get("role") == "user":
+            text = as_text(fields.get("content"))
+        if text:
+            return cap_text(text)
+    return None
+
+
+def model_output(a: Mapping[str, Any]) -> ModelOutputContent | None:
+    """The output and prompt of a model span in OpenLLMetry's flattened
+    ``gen_ai.completion.{i}.*`` / ``gen_ai.prompt.{i}.*`` keys, or ``None`` without them."""
+    completions = flattened(a, _COMPLETION)
+    prompts = flattened(a, _PROMPT)
+    if not completions and not prompts:
+        return None
+    prompt = _prompt(prompts) if prompts else None
+    if not completions:
+        return ModelOutputContent(prompt=prompt)
+    out = OutputParts()
+    for index in sorted(completions)[:MAX_PARTS]:
+        fields = completions[index]
+        if fields.get("role", "assistant") == "assistant":
+            _completion(out, fields)
+    return out.content()._replace(prompt=prompt)
+
+
 class OpenLLMetryConvention(SpanConvention):
     """Traceloop span kinds and entity attributes."""
 
@@ -101,6 +157,13 @@ class OpenLLMetryConvention(SpanConvention):
             None if arguments is None else _mcp_arguments(arguments, name),
             None if result is None else _mcp_result(result),
         )
+
+    def read_model_output(self, span: SpanRecord) -> ModelOutputContent | None:
+        a = span.attributes
+        if "gen_ai.completion.0.content" not in a and "gen_ai.completion.0.role" not in a and (
+                "gen_ai.prompt.0.content" not in a and "gen_ai.prompt.0.user" not in a):
+            return None  # (the usual case, told without a look at every key)
+        return model_output(a)
 
     def agent_name(self, span: SpanRecord) -> str | None:
         if span.attributes.get(KIND) != "agent":

@@ -17,6 +17,12 @@ does not match:
 
 Both are written only while ``traceContent`` is on (the default). Without them the tool is
 known only by its class name, and names alone are never compared.
+
+Model outputs: the SDK's own ``LLMSpan`` (``reportRequest`` / ``reportResponse``) writes the
+Python instrumentations' flattened ``gen_ai.prompt.{i}.*`` / ``gen_ai.completion.{i}.*``
+keys, read by :class:`~otel_progress.conventions.openllmetry.OpenLLMetryConvention` (one
+reader for both); its rewrite of the AI SDK's model spans writes ``gen_ai.output.messages`` /
+``gen_ai.input.messages``, read by :mod:`.genai`. Nothing is read here.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from . import (
     read_input_tokens,
     read_tokens,
     read_tool,
+    tool_call_id,
 )
 from .base import as_number, as_text
 
@@ -152,6 +153,7 @@ def read_tool_call(
         blocked_on=progress["blocked_on"],
         result_truncated=content.truncated,
         executed=content.executed,
+        call_id=tool_call_id(span),
     )
 
 

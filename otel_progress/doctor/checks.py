@@ -10,7 +10,8 @@ from typing import Any
 from ..conventions.content_settings import SETTINGS, Capture, ContentStatus, advice_for_span, evaluate
 from .export import exporter_entry_point
 
-__all__ = ["ERROR", "INFO", "WARNING", "Finding", "content_statuses", "environment_findings", "run_findings"]
+__all__ = ["ERROR", "INFO", "WARNING", "Finding", "content_statuses", "environment_findings", "model_output_findings",
+           "run_findings"]
 
 ERROR = "error"      # nothing (or almost nothing) can be detected
 WARNING = "warning"  # detection is degraded, or something the user expects is not loaded
@@ -181,6 +182,22 @@ def _run_export_findings(report: Mapping[str, Any]) -> list[Finding]:
                     " run); check its headers and TLS settings")]
 
 
+def model_output_findings(report: Mapping[str, Any], environ: Mapping[str, str]) -> list[Finding]:
+    """Inference spans were recorded but none carried the model's output (text, reasoning,
+    requested tool calls): content capture is off for them, as it can be for tool spans,
+    and the model-side signals (``text_repeat``, ``unexecuted_repeat``) stay silent. The
+    fix names the instrumentation's setting (:func:`advice_for_span`)."""
+    models = int(report.get("model_spans") or 0)
+    if models == 0 or int(report.get("model_spans_with_output") or 0) > 0:
+        return []
+    first = report.get("model_bare") if isinstance(report.get("model_bare"), Mapping) else {}
+    advice = advice_for_span(first.get("markers") or {}, environ, str(first.get("scope") or ""))
+    return [Finding(WARNING, "content", f"{models} inference span(s) were recorded (first: {first.get('name')!r})"
+                    " but none carried the model's output (text, reasoning or requested tool calls): content"
+                    f" capture is off for them, so repeated answers and requests that never run cannot be"
+                    f" detected. {advice}")]
+
+
 def run_findings(report: Mapping[str, Any] | None, returncode: int | None, environ: Mapping[str, str]) -> list[Finding]:
     """What a watched run showed (``report`` None: the run wrote none)."""
     out: list[Finding] = []
@@ -202,6 +219,7 @@ def run_findings(report: Mapping[str, Any] | None, returncode: int | None, envir
     for error in report.get("errors") or ():
         out.append(Finding(WARNING, "run", error))
     out += _run_export_findings(report)
+    out += model_output_findings(report, environ)
     spans, tools = int(report.get("spans") or 0), int(report.get("tool_spans") or 0)
     if spans == 0:
         out.append(Finding(ERROR, "run", "no span was recorded: the framework is not instrumented, or it writes"

@@ -48,6 +48,9 @@ def _run(report: DoctorReport) -> list[str]:
     out.append(f"  spans: {run.get('spans', 0)}; tool spans: {run.get('tool_spans', 0)}, with arguments:"
                f" {run.get('tool_spans_with_arguments', 0)}, with a result: {run.get('tool_spans_with_result', 0)},"
                f" annotated: {run.get('tool_spans_annotated', 0)}")
+    if run.get("model_spans"):
+        out.append(f"  inference spans: {run['model_spans']}, with the model's output:"
+                   f" {run.get('model_spans_with_output', 0)}")
     if run.get("export_failures"):
         out.append(f"  exporters failed to send: {run['export_failures']} time(s) (see the findings)")
     names: dict[str, int] = {}

@@ -42,6 +42,9 @@ class _State:
         self.with_arguments = 0
         self.with_result = 0
         self.annotated = 0
+        self.model_count = 0  # inference spans
+        self.model_with_output = 0  # of them, those whose output (text, reasoning, requests) was captured
+        self.model_bare: dict[str, Any] | None = None  # the first inference span without output
         self.detections: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.export_failures = 0  # the exporters' "Failed to export" lines in the run
@@ -55,6 +58,7 @@ _STATE = _State()
 def _record(span: Any) -> None:
     from opentelemetry.trace import StatusCode
 
+    from ..conventions import read_model_output
     from ..conventions.spans import SpanKind, SpanRecord, classify, read_tool_call
     from ..model import NOT_CAPTURED
     from .grouping import ungrouped_fields
@@ -75,6 +79,16 @@ def _record(span: Any) -> None:
         _STATE.spans += 1
         _STATE.kinds[kind.value] += 1
         _STATE.scopes[scope] += 1
+    if kind is SpanKind.MODEL:
+        output = read_model_output(rec)
+        captured = output is not None and output.captured
+        with _STATE.lock:
+            _STATE.model_count += 1
+            _STATE.model_with_output += captured
+            if not captured and _STATE.model_bare is None:
+                _STATE.model_bare = {"name": span.name, "scope": scope,
+                                     "markers": {k: str(attrs[k]) for k in _MARKERS if k in attrs}}
+        return
     if kind is not SpanKind.TOOL:
         return
     call = read_tool_call(rec)
@@ -226,6 +240,9 @@ def _write_report() -> None:
             "tool_spans_with_result": _STATE.with_result,
             "tool_spans_annotated": _STATE.annotated,
             "tools": list(_STATE.tool_spans),
+            "model_spans": _STATE.model_count,
+            "model_spans_with_output": _STATE.model_with_output,
+            "model_bare": _STATE.model_bare,
             "detections": list(_STATE.detections),
             "errors": list(_STATE.errors),
             "export_failures": _STATE.export_failures,

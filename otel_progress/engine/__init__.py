@@ -27,9 +27,10 @@ from operator import attrgetter
 from ..evidence.canonical import Digester
 from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
+from .conversations import ConversationTable
 from .pipeline import Pipeline
 from .runstate import RunState
-from .signals import RunSignatureSignal, build_signals
+from .signals import ConversationSignal, RunSignatureSignal, TurnRecord, build_model_signals, build_signals
 from .snapshot import StateCodec
 from .summary import EngineStats, RunSummary, summarise
 from .tables import RunTable, TraceState
@@ -53,13 +54,18 @@ class ProgressEngine:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else Config.from_env()
         self.digester = Digester(self.config.digest_key, self.config.volatile_keys)
-        self.pipeline = Pipeline(self.config, build_signals(self.config), self.digester)
+        self.pipeline = Pipeline(self.config, build_signals(self.config), self.digester,
+                                 build_model_signals(self.config, self.digester))
         self._run_signal = (
             RunSignatureSignal(self.config) if self.config.enabled("run_signature") else None
         )
         self._lock = threading.RLock()
         self.stats = EngineStats()
         self._table = RunTable(self.pipeline, self.stats)
+        # The conversation scope: the turns of each conversation across traces (None: off).
+        self._turn_index = next(
+            (i for i, s in enumerate(self.pipeline.signals) if isinstance(s, ConversationSignal)), None)
+        self._conversations = ConversationTable(self.config) if self._turn_index is not None else None
 
     # -- state ------------------------------------------------------------------------
 
@@ -82,7 +88,9 @@ class ProgressEngine:
         knows no other call of the run is in flight).
         """
         if not call.executed:
-            return []  # a call that never ran (denied, awaiting approval): not a step
+            # A call that never ran (denied, awaiting approval): not a step, neither a repeat
+            # nor a failure of the tool; a refused request of the model (signals/unexecuted.py).
+            return self._refused(call, now)
         try:
             with self._lock:
                 self.stats.calls += 1
@@ -125,10 +133,69 @@ class ProgressEngine:
     def observe_model(self, output: ModelOutput, *, now: float | None = None) -> list[Detection]:
         """One model call of a run answered (its text, reasoning and the tool calls it
         requested, :class:`~otel_progress.model.ModelOutput`); the detections of the
-        model-side signals (text and reasoning repeats, requests never executed).
+        model-side signals (``text_repeat``, ``unexecuted_repeat``).
 
-        Not evaluated yet: returns no detection (the signals land with issue 29)."""
-        return []
+        The calls buffered for the run that started before the model call are evaluated
+        first (as compaction does): they are what the model read. A detection is reported
+        on the output's span at the run's current turn (its tool steps so far: a model
+        output is not a step). An output reported twice (the same ``span_id``) counts once;
+        one with no content (nothing captured, no prompt) is ignored, and a run that never
+        reports one keeps no model-side state."""
+        if not self.pipeline.model_signals:
+            return []
+        try:
+            if not output.captured and output.prompt is None:
+                return []
+            with self._lock:
+                trace = self._table.trace(output.trace_id, time.monotonic() if now is None else now)
+                run = trace.runs.get(output.run_id)
+                if run is None or (output.agent and not run.agent):
+                    run = self._table.run(trace, output.run_id, output.agent)
+                if output.span_id and not run.remember(output.span_id):
+                    run.duplicates += 1
+                    self.stats.duplicates += 1
+                    return []
+                out = self._release_before(run, output.start_ns)
+                before = run.detections
+                det = self.pipeline.model_side.output(run, output)
+                if det is not None:
+                    self.stats.detections += 1
+                    out.append(det)
+                elif run.detections > before:
+                    self.stats.suppressed += 1  # parked: counted, not announced again
+                return out
+        except Exception:  # never raise into the caller
+            self.stats.errors += 1
+            _log.debug("otel-progress: observe_model failed", exc_info=True)
+            return []
+
+    def _refused(self, call: ToolCall, now: float | None) -> list[Detection]:
+        """A tool call that never ran: an unexecuted request of the model
+        (``ModelSide.refused``, engine/modelside.py), when that signal is enabled."""
+        if not any(s.name == "unexecuted" for s in self.pipeline.model_signals):
+            return []
+        try:
+            with self._lock:
+                trace = self._table.trace(call.trace_id, time.monotonic() if now is None else now)
+                run = trace.runs.get(call.run_id)
+                if run is None or (call.agent and not run.agent):
+                    run = self._table.run(trace, call.run_id, call.agent)
+                if call.span_id and not run.remember(call.span_id):
+                    run.duplicates += 1
+                    self.stats.duplicates += 1
+                    return []
+                before = run.detections
+                det = self.pipeline.model_side.refused(run, call)
+                if det is None:
+                    if run.detections > before:
+                        self.stats.suppressed += 1
+                    return []
+                self.stats.detections += 1
+                return [det]
+        except Exception:  # never raise into the caller
+            self.stats.errors += 1
+            _log.debug("otel-progress: refused call failed", exc_info=True)
+            return []
 
     def compaction(self, compaction: Compaction, *, now: float | None = None) -> list[Detection]:
         """The run's context was compacted at ``compaction.time_ns`` (the agent replaced its
@@ -211,10 +278,17 @@ class ProgressEngine:
         *,
         span_id: str = "",
         parent_run_id: str | None = None,
+        conversation_id: str | None = None,
+        now: float | None = None,
     ) -> RunSummary | None:
         """An agent invocation finished: flush its calls, evaluate the run-scope signature
         if it was a sub-agent (``parent_run_id``: the run it was invoked from), free its
-        state and summarise it."""
+        state and summarise it.
+
+        ``conversation_id``: the conversation the run is a turn of (``gen_ai.conversation.id``
+        or ``session.id`` on its agent span). A top-level run that names one is compared with
+        the conversation's earlier turns (:mod:`.conversations`); a sub-agent's requests and
+        answers count as its invoking run's."""
         try:
             with self._lock:
                 trace = self._table.traces.get(trace_id)
@@ -226,6 +300,11 @@ class ProgressEngine:
                     detections.extend(self._release(run, final=True))
                 if parent_run_id and self._run_signal is not None:
                     det = trace.run_scope(self._run_signal, trace.runs.get(parent_run_id), span_id or run_id)
+                    if det is not None:
+                        self.stats.detections += 1
+                        detections.append(det)
+                if run is not None and self._turn_index is not None:
+                    det = self._end_turn(trace, run, parent_run_id, conversation_id, span_id or run_id, now)
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
@@ -258,6 +337,8 @@ class ProgressEngine:
         """Drop traces idle for longer than ``run_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now
         with self._lock:
+            if self._conversations is not None:
+                self._conversations.evict_idle(now)
             return self._table.evict_idle(now)
 
     def trace_state(self, trace_id: str) -> TraceState | None:
@@ -285,6 +366,21 @@ class ProgressEngine:
         return None if trace is None else trace.runs.get(run_id)
 
     # -- internals --------------------------------------------------------------------
+
+    def _end_turn(self, trace: TraceState, run: RunState, parent_run_id: str | None,
+                  conversation_id: str | None, span_id: str, now: float | None) -> Detection | None:
+        """The conversation scope at a run's end: a sub-agent's turn record goes to the run
+        that invoked it; a top-level run naming a conversation is judged as one of its turns."""
+        record: TurnRecord = run.states[self._turn_index]  # type: ignore[index]
+        if parent_run_id:
+            parent = trace.runs.get(parent_run_id)
+            if parent is not None:
+                parent.states[self._turn_index].merge(record, self.config.max_evidence)  # type: ignore[index]
+            return None
+        if not conversation_id or self._conversations is None:
+            return None
+        return self._conversations.end_turn(
+            conversation_id, record, run, span_id, time.monotonic() if now is None else now)
 
     def _release(self, run: RunState, final: bool) -> list[Detection]:
         """Evaluate the complete steps at the head of the run's buffer: all of them when

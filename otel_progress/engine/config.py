@@ -35,6 +35,9 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "measure",
     "same_answer",
     "run_signature",
+    "conversation",
+    "text_repeat",
+    "unexecuted",
 )
 
 DEFAULT_WAITING_VALUES: frozenset[str] = frozenset(
@@ -65,6 +68,8 @@ class Config:
     error_threshold: int = 5
     repeat_failure_threshold: int = 3
     same_answer_count: int = 3
+    text_repeat_count: int = 3
+    unexecuted_count: int = 3
     reorder_window: int = 16
     max_evidence: int = 256
     volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
@@ -76,16 +81,25 @@ class Config:
     digest_key: str | None = dataclasses.field(default=None, repr=False)
     max_runs: int = 10_000
     run_ttl_seconds: float = 3600.0
+    conversation_turns: int = 3
+    max_conversations: int = 10_000
+    conversation_ttl_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         for name in (
             "window", "frequency_count", "frequency_window", "barren_threshold",
             "revisit_threshold", "location_revisit_threshold", "signature_visits", "measure_visits", "error_threshold",
-            "repeat_failure_threshold", "same_answer_count", "max_evidence", "max_runs",
+            "repeat_failure_threshold", "same_answer_count", "unexecuted_count", "max_evidence", "max_runs",
+            "conversation_turns", "max_conversations",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}: must be a whole number >= 1, got {value!r}")
+        if isinstance(self.text_repeat_count, bool) or not isinstance(self.text_repeat_count, int) \
+                or self.text_repeat_count < 3:
+            # two occurrences are a conclusion restated once, how answers are written
+            # (engine/signals/text.py): a repeat needs a third
+            raise ConfigError(f"text_repeat_count: must be a whole number >= 3, got {self.text_repeat_count!r}")
         if self.reorder_window < 0:
             raise ConfigError(f"reorder_window: must be >= 0, got {self.reorder_window!r}")
         if self.frequency_count > self.frequency_window:

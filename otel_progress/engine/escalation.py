@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..model import NOT_CAPTURED, Finding, Level
+from ..model import NOT_CAPTURED, Finding, Level, Reason
 
 __all__ = ["Attempt", "Attempts", "handoff_note", "nudge_text"]
 
@@ -21,6 +21,18 @@ _HYPOTHESIS = (
     "Before calling another tool, write down what you believe is blocking progress and"
     " what observation would prove that belief wrong."
 )
+#: The request for a hypothesis, where the loop is the model's own (signals/text.py,
+#: signals/unexecuted.py): what it is about to do again is answer, or request that call.
+_MODEL_HYPOTHESIS = {
+    Reason.TEXT_REPEAT: (
+        "Before answering again, write down what you believe is blocking progress and what"
+        " observation would prove that belief wrong."
+    ),
+    Reason.UNEXECUTED_REPEAT: (
+        "Before requesting that call again, write down why you believe it did not run and"
+        " what observation would prove that belief wrong."
+    ),
+}
 
 
 class Attempt:
@@ -124,7 +136,7 @@ def _shape(name: str, arguments: Any) -> str:
 def nudge_text(finding: Finding, level: Level, turn: int, first_turn: int | None) -> str:
     """The message a harness injects into the agent's next turn."""
     observed = finding.observed or f"no progress ({finding.reason.value})"
-    text = f"Progress watchdog notice (turn {turn}): {observed}. {_HYPOTHESIS}"
+    text = f"Progress watchdog notice (turn {turn}): {observed}. {_MODEL_HYPOTHESIS.get(finding.reason, _HYPOTHESIS)}"
     if level is Level.RESTART:
         text += (
             f" This run was already notified at turn {first_turn} and the pattern came back;"
@@ -145,13 +157,20 @@ def handoff_note(finding: Finding, turn: int, attempts: Iterable[Attempt]) -> st
         f" {finding.observed or 'no progress'}.",
         "What was tried and did not work:",
     ]
+    figures = finding.figures
+    if finding.reason is Reason.UNEXECUTED_REPEAT:
+        lines.append(f"- requested {figures.get('requested_tool', '?')}(…) ×{figures.get('unexecuted', '?')},"
+                     f" never run ({figures.get('cause', '?')})")
+    elif finding.reason is Reason.TEXT_REPEAT:
+        lines.append(f"- the same {figures.get('part', 'text')} from the model ×{figures.get('repeats', '?')},"
+                     " nothing new between")
     tried = sorted(attempts, key=lambda a: -a.count)
     for attempt in tried[:8]:
         line = f"- {attempt.shape} [{attempt.fingerprint}] ×{attempt.count}"
         if attempt.failures:
             line += f", failed {attempt.failures}×"
         lines.append(line)
-    if not tried:
+    if not tried and len(lines) == 2:
         lines.append("- (no comparable calls were recorded)")
     lines.append(
         "Do not retry these unchanged. Start by checking the assumption behind them against"

@@ -20,8 +20,10 @@ from .config import Config
 from .digests import MASK, admit
 from .escalation import handoff_note, nudge_text
 from .facts import FactBuilder
+from .modelside import ModelSide
 from .runstate import RunState
 from .signals import Signal
+from .signals.model_base import ModelSignal
 from .step import Step
 
 __all__ = ["Pipeline"]
@@ -72,9 +74,13 @@ def _signature_parts(run: RunState, call: ToolCall) -> tuple[str, str, str, str,
 class Pipeline:
     """The signals in order plus the step construction and escalation they share."""
 
-    def __init__(self, config: Config, signals: Sequence[Signal], digester: Digester) -> None:
+    def __init__(self, config: Config, signals: Sequence[Signal], digester: Digester,
+                 model_signals: Sequence[ModelSignal] = ()) -> None:
         self.config = config
         self.signals = tuple(signals)
+        #: the model-side signals and the steps they evaluate (modelside.py)
+        self.model_side = ModelSide(model_signals, digester, self.escalate)
+        self.model_signals = self.model_side.signals
         self.digester = digester
         self._want_action = any(s.name in ("signature",) for s in self.signals)
         self._write_tools = frozenset(n for n, s in config.manifest.items() if s.kind == "write")
@@ -233,6 +239,9 @@ class Pipeline:
         else:
             step = self.make_step(run, calls)
             self._step_facts(run, step)
+        model = run.model
+        if model is not None:
+            self.model_side.note_executed(model, step)
         finding = None
         for evaluate, state in zip(self._evaluators, run.states, strict=True):
             finding = evaluate(step, state, run)
@@ -250,6 +259,8 @@ class Pipeline:
         detection = None if finding is None else self.escalate(run, step, finding)
         if step.new_evidence or step.wrote or step.world or run.plan_advanced or run.goal_improved:
             run.input_at_progress = run.input_tokens  # (the wasted stretch starts after this step)
+            if model is not None:
+                model.progress += 1  # news for the model side (engine/modelside.py)
         return detection
 
     def compaction(self, run: RunState, compaction: Compaction) -> Detection | None:
@@ -274,6 +285,8 @@ class Pipeline:
             run.first_waste_input = run.input_at_progress
         for i, signal in enumerate(self.signals):
             run.states[i] = signal.reset(run.states[i])
+        if run.model is not None:
+            self.model_side.reset(run.model)
         if run.level >= Level.PARK:
             return None  # parked: counted, not announced again
         # Levels 2 (restart) and 3 (park) stop or reset a run: they rest on the same loop

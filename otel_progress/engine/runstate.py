@@ -23,6 +23,7 @@ from .digests import holds
 from .escalation import Attempts
 
 if TYPE_CHECKING:
+    from .modelside import ModelRun
     from .step import Step
 
 __all__ = ["RunState", "StepRunner"]
@@ -80,6 +81,7 @@ class RunState:
         "loop",
         "loop_evidence",
         "memory",
+        "model",
         "opaque",
         "pending",
         "pipeline",
@@ -134,6 +136,9 @@ class RunState:
         self.memory: ResultMemory | None = None  # made when first needed (FactBuilder.memory, engine/facts.py)
         self.views: Views | None = None  # what each location showed (made when first needed)
         self.opaque: OpaqueText | None = None  # tools whose texts carry opaque tokens (idem)
+        # the model's side of the run (engine/modelside.py), made on its first model output
+        # or refused call: most runs never have one
+        self.model: ModelRun | None = None
         self.last_requests: dict[str, int] = {}  # tool -> digest of its last request
         # An epoch ends once the run has both changed the world (a write, a new command
         # that succeeded silently, an acknowledged new request) and admitted a result it

@@ -121,6 +121,8 @@ class StateCodec:
             shared["digester"] = digester
         for i, signal in enumerate(getattr(pipeline, "signals", ())):
             shared[f"signal:{i}:{type(signal).__name__}"] = signal
+        for i, signal in enumerate(getattr(pipeline, "model_signals", ())):
+            shared[f"model_signal:{i}:{type(signal).__name__}"] = signal
         shared.update(extra or {})
         return cls(pipeline.config, shared)
 

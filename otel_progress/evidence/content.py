@@ -32,6 +32,7 @@ __all__ = [
     "COMMAND_KEYS",
     "ResultMemory",
     "command_of",
+    "content_words",
     "echoes_request",
     "has_opaque",
     "is_ack",
@@ -278,6 +279,13 @@ def _words(text: str) -> set[str]:
     if text.isascii():  # (lower-casing ASCII first keeps every word as it is: one pass, in C)
         return set(_WORD.findall(text.lower())).difference(_FUNCTION_WORDS)
     return {w for w in (m.lower() for m in _WORD.findall(text)) if w not in _FUNCTION_WORDS}
+
+
+def content_words(text: str) -> set[str]:
+    """The content words of a text (words of three letters or more, lower-cased, the
+    English function words left out): what :func:`same_prose` compares. A text without
+    any ("ok", "Done.") states nothing a rewording could be judged by."""
+    return _words(text)
 
 
 def _lines(text: str) -> set[str]:

@@ -10,8 +10,10 @@ errors (names alone are never compared), and most set-ups that fail, fail silent
 * once per run (a trace whose local root span ended) that could not be checked and was not
   covered by that warning: a run with GenAI spans but no tool span in a convention
   otel-progress reads (smolagents' own instrumentation, CrewAI through OpenLLMetry), or a
-  run whose tool spans, fewer than :data:`WARN_AFTER`, all came without content. At most one
-  such line per :data:`RUN_WARNING_SECONDS`; the runs in between are counted in the next.
+  run whose tool spans, fewer than :data:`WARN_AFTER`, all came without content. A run one
+  of whose model spans carried the model's output (:meth:`ContentWatch.model_output`) could
+  be checked on the model's side and is no such run. At most one such line per
+  :data:`RUN_WARNING_SECONDS`; the runs in between are counted in the next.
 """
 
 from __future__ import annotations
@@ -133,6 +135,13 @@ class ContentWatch:
                 run.tools += 1
                 if not run.attributes:
                     run.attributes, run.scope = dict(attributes), scope
+
+    def model_output(self, trace: int) -> None:
+        """A model span of the run carried the model's output (its text, reasoning or
+        requests): the run can be checked on the model's side (``text_repeat``,
+        ``unexecuted_repeat``), so its end says nothing."""
+        with self._lock:
+            self._had_content(trace)
 
     def genai_span(self, trace: int, attributes: Mapping[str, Any], scope: str = "") -> None:
         """A GenAI span that is no tool span (an agent, a model call, a chain) ended."""

@@ -173,7 +173,8 @@ class ProgressSpanProcessor(SpanProcessor):
         tracker = RunTracker(
             RunModel(self._engine, on_summary=metrics.run_summary), self._config, self._max_spans,
             deliver=annotator.deliver, emit=emit, evicted=metrics.runs_evicted, tool_call=self._ungrouped.tool_call,
-            on_dead=dropped if self._background else None, record=record, attributes=live_attributes)
+            on_dead=dropped if self._background else None, record=record, attributes=live_attributes,
+            model_output=self._content.model_output)
         annotator.runs = tracker
         analysis = SpanAnalysis(tracker, wrapped, annotator, self._content, fail, background=self._background)
         if self._background:

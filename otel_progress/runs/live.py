@@ -68,11 +68,12 @@ class RunTracker:
                  tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None = None,
                  on_dead: Callable[[Any], Any] | None = None, *,
                  record: Callable[[Any, Mapping[str, Any]], SpanRecord],
-                 attributes: Callable[[Any], Mapping[str, Any]]) -> None:
+                 attributes: Callable[[Any], Mapping[str, Any]],
+                 model_output: Callable[[int], None] | None = None) -> None:
         self.model = model
         self._attributes = attributes
         self.tables = tables = LiveTables(max_spans, config.max_runs, on_dead)
-        self.feed = LiveFeed(model, tables, config, deliver, emit, evicted, tool_call, record)
+        self.feed = LiveFeed(model, tables, config, deliver, emit, evicted, tool_call, record, model_output)
         # The tables' own objects (one attribute lookup less on every span).
         self.lock = tables.lock
         self.spans = tables.spans

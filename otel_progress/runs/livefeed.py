@@ -3,7 +3,8 @@ detections they bring handed to the processor.
 
 A tool call is observed when it ends, and its run flushed when no other call of the run
 is in flight; a model call flushes its run when it starts and adds its tokens (and any
-compaction boundary it marks) when it ends; an agent span ends its run; a local root span
+compaction boundary it marks) and its output (text, reasoning, requested tool calls) when
+it ends; an agent span ends its run; a local root span
 ends its trace once no agent run of it is open. A grouped run (root tool calls naming a
 conversation) ends when idle for ``run_ttl_seconds`` (looked at about once a second, with
 the idle traces) or when the processor shuts down.
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..conventions import read_model_output
 from ..conventions.spans import (
     CompactionMarks,
     SpanRecord,
@@ -24,8 +26,10 @@ from ..conventions.spans import (
     read_tool_call,
     run_group,
 )
+from ..conventions.verdicts import read_span_verdicts
 from ..engine.config import Config
 from ..model import Detection
+from ..model.verdicts import Verdict
 from .groups import IdleGroups
 from .identity import span_session
 from .livetables import Ctx, LiveTables
@@ -54,12 +58,15 @@ class LiveFeed:
         evicted: ``evicted(count)`` for runs the engine dropped before they ended.
         tool_call: ``tool_call(call, span, attributes)`` for every tool call read.
         record: ``record(span, attributes)``: the :class:`SpanRecord` of an ended span.
+        model_output: ``model_output(trace id)`` for every model span whose output (text,
+            reasoning, requests) was captured: the run can be checked on the model's side.
     """
 
     def __init__(self, model: RunModel, tables: LiveTables, config: Config, deliver: Deliver,
                  emit: Callable[[Detection], None], evicted: Callable[[int], None],
                  tool_call: Callable[[Any, Any, Mapping[str, Any]], None] | None,
-                 record: Callable[[Any, Mapping[str, Any]], SpanRecord]) -> None:
+                 record: Callable[[Any, Mapping[str, Any]], SpanRecord],
+                 model_output: Callable[[int], None] | None = None) -> None:
         self.model = model
         self.engine = model.engine
         self.tables = tables
@@ -70,6 +77,7 @@ class LiveFeed:
         self._evicted = evicted
         self._tool_call = tool_call
         self._record = record
+        self._model_output = model_output
         self._next_evict = 0.0
         self._compactions = CompactionMarks()  # compaction boundaries, from the runs' model spans
 
@@ -94,6 +102,8 @@ class LiveFeed:
             group = run_group(rec) if not run.hex else None
             call = read_tool_call(rec, run_id=run.hex, agent=run.agent, node=cp[1], trace_key=group)
             model = self.model
+            if rec.events:
+                self._keep_verdicts(read_span_verdicts(rec), group or rec.trace_id, "" if group else run.hex)
             dets = model.reported(model.tool(call, flush=group is not None or run.open_tools <= 0,
                                              session=span_session(attrs)))
             if group is not None:
@@ -115,9 +125,13 @@ class LiveFeed:
         """A model call ended (``flushed``: its start flushed its run)."""
         trace_hex = format(tid, "032x")
         run_hex = cp[0].hex if cp[0] is not None else ""
+        if getattr(span, "events", None):
+            self.verdicts(self._record(span, attrs), trace_hex, run_hex)
         dets = [] if flushed else self.model.flush(trace_hex, run_hex)
+        events = getattr(span, "events", None)
         record = SpanRecord(trace_hex, format(sid, "016x"), name=getattr(span, "name", "") or "", attributes=attrs,
-                            start_ns=getattr(span, "start_time", 0) or 0)
+                            start_ns=getattr(span, "start_time", 0) or 0, end_ns=getattr(span, "end_time", 0) or 0,
+                            events=tuple((e.name, e.attributes) for e in events) if events else ())
         with self.tables.lock:
             compaction = self._compactions.at(record, trace_hex, run_hex, cp[0].agent if cp[0] is not None else None)
         if compaction is not None:
@@ -128,6 +142,16 @@ class LiveFeed:
             with self.tables.lock:
                 self.tables.trace(tid)  # so that the trace's end frees the engine's state
                 self.model.tokens(trace_hex, run_hex, tokens, input_tokens)
+        if not cp[2]:  # (a model call nested in a tool call is the tool's, not a step of the run)
+            output = read_model_output(record, run_id=run_hex, agent=cp[0].agent if cp[0] is not None else None)
+            if output is not None:
+                with self.tables.lock:
+                    self.tables.trace(tid)
+                    more = self.model.model_output(output)
+                if more:
+                    dets = [*dets, *self.model.reported(more)]
+                if self._model_output is not None and output.captured:
+                    self._model_output(tid)
         if not dets:
             return None
         return self._deliver(dets, tid, format(sid, "016x"), span.end_time)
@@ -138,8 +162,11 @@ class LiveFeed:
         sid_hex = format(sid, "016x")
         trace_hex = format(tid, "032x")
         parent_run = cp[0].hex if cp[0] is not None else ""
+        if getattr(span, "events", None):
+            self.verdicts(self._record(span, getattr(span, "attributes", None) or {}), trace_hex, sid_hex)
         with self.tables.lock:
-            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run)
+            dets, _summary = self.model.end_run(trace_hex, sid_hex, span_id=sid_hex, parent_run=parent_run,
+                                                conversation=span_session(span.attributes or {}))
         dets = self.model.reported(dets)
         mine = self._deliver(dets, tid, sid_hex, span.end_time) if dets else None
         with self.tables.lock:
@@ -163,6 +190,19 @@ class LiveFeed:
             self._emit(det)
         # Their runs are over: the ending root span is where they can still be seen.
         return dets or None
+
+    def verdicts(self, record: SpanRecord, trace: str, run: str) -> None:
+        """Keep the other detectors' verdicts in an ended span's events with their run
+        (before what the span completes: its events happened before its end)."""
+        verdicts = read_span_verdicts(record)
+        if verdicts:
+            with self.tables.lock:
+                self._keep_verdicts(verdicts, trace, run)
+
+    def _keep_verdicts(self, verdicts: list[Verdict], trace: str, run: str) -> None:
+        """(lock held)"""
+        for verdict in verdicts:
+            self.model.verdict(verdict, trace, run)
 
     def end_groups(self, idle_before: float | None = None) -> list[Detection]:
         """End the grouped runs last seen before ``idle_before`` (monotonic; None: all of

@@ -56,8 +56,9 @@ __all__ = ["DEFAULT_REORDER_WINDOW", "FED_KINDS", "LOG_RUN_BYTES", "OBSERVATION_
 
 #: Observations held per run before the earliest is fed to the engine.
 DEFAULT_REORDER_WINDOW = 256
-#: The observation kinds fed to the run model (tool calls, tokens, compaction boundaries).
-FED_KINDS = frozenset({"tool", "tokens", "compaction"})
+#: The observation kinds fed to the run model (tool calls, tokens, compaction boundaries,
+#: other detectors' verdicts).
+FED_KINDS = frozenset({"tool", "tokens", "compaction", "verdict"})
 #: Event names that end every run of the record's session.
 SESSION_END_EVENTS = frozenset({"session.end"})
 # Estimated bytes of one open log run (the tracker's entry, the engine's trace and run
@@ -233,6 +234,11 @@ class LogRunTracker:
             record_id = self.call_id(observation, record)
             observation = observation._replace(compaction=dataclasses.replace(
                 compaction, trace_id=key, run_id=key, span_id=record_id, agent=compaction.agent or observation.agent))
+        elif observation.output is not None:
+            record_id = self.call_id(observation, record)
+            observation = observation._replace(output=dataclasses.replace(
+                observation.output, trace_id=key, run_id=key, span_id=record_id,
+                agent=observation.output.agent or observation.agent))
         else:
             return observation
         if ref is not None:
@@ -299,9 +305,12 @@ class LogRunTracker:
         self._buffered -= 1
         if observation.kind == "tokens":
             self.model.tokens(run.run_key, run.run_key, observation.tokens, observation.input_tokens)
-            return []
+            return [] if observation.output is None else self.model.model_output(observation.output)
         if observation.kind == "compaction" and observation.compaction is not None:
             return self.model.compaction(observation.compaction)
+        if observation.kind == "verdict" and observation.verdict is not None:
+            self.model.verdict(observation.verdict, run.run_key, run.run_key)  # kept, never reported
+            return []
         if observation.call is None:
             return []
         return self.model.tool(observation.call, session=run.session, signal=LOGS)

@@ -3,7 +3,10 @@
 :class:`RunModel` turns observations of runs into engine calls: a tool call ends
 (:meth:`~RunModel.tool`), a model call starts (:meth:`~RunModel.flush`: the previous tool
 batch of the run is complete) or ends (:meth:`~RunModel.tokens`), the run's context is
-compacted (:meth:`~RunModel.compaction`: a boundary between its steps), an agent invocation
+compacted (:meth:`~RunModel.compaction`: a boundary between its steps), a model call answered
+(:meth:`~RunModel.model_output`: its text, reasoning and requested tool calls), another detector
+said it loops (:meth:`~RunModel.verdict`: kept in :attr:`~RunModel.verdicts`, carried by
+the detections of ours it corroborates, see :mod:`.verdicts`), an agent invocation
 ends (:meth:`~RunModel.end_run`), a trace or a grouped run is over (:meth:`~RunModel.end_trace`).
 Every run that ends is summarised through one hook (``on_summary``: the wasted-turns
 metric, the scan's table), whatever ended it: its agent span, its trace, an explicit end
@@ -20,11 +23,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from ..engine import ProgressEngine, RunSummary
-from ..model import Compaction, Detection, ToolCall
+from ..model import Compaction, Detection, ModelOutput, ToolCall
+from ..model.verdicts import Verdict
 from .identity import evidence_rank
 from .signals import SPANS, SignalArbiter
+from .verdicts import VerdictBook
 
 __all__ = ["RunModel", "SummaryHook"]
 
@@ -42,7 +48,7 @@ class RunModel:
         on_summary: called with the summary of every run that ends.
     """
 
-    __slots__ = ("_evicted", "_held", "_tags", "arbiter", "engine", "on_summary")
+    __slots__ = ("_evicted", "_held", "_tags", "arbiter", "engine", "on_summary", "verdicts")
 
     def __init__(self, engine: ProgressEngine, on_summary: SummaryHook | None = None) -> None:
         self.engine = engine
@@ -53,6 +59,9 @@ class RunModel:
         # (trace, run) -> detections held back for a richer signal (see .signals)
         self._held: OrderedDict[tuple[str, str], list[Detection]] = OrderedDict()
         self._evicted = engine.stats.runs_evicted
+        config = engine.config
+        #: other detectors' verdicts per run (looked back over as far as any signal looks)
+        self.verdicts = VerdictBook(max(config.window, config.frequency_window))
 
     # -- observations ---------------------------------------------------------------------
 
@@ -63,7 +72,7 @@ class RunModel:
         if session is not None:
             self.tag(call.trace_id, call.run_id, session, signal)
             self.arbiter.saw(session, signal, evidence_rank(call))
-        return self.engine.observe(call, flush=flush)
+        return self.corroborate(self.engine.observe(call, flush=flush))
 
     def tag(self, trace: str, run: str, session: str, signal: int) -> None:
         """Note the agent session and signal of a run (for :meth:`keep`)."""
@@ -98,7 +107,7 @@ class RunModel:
     def flush(self, trace: str, run: str | None = None) -> list[Detection]:
         """A model call of the run started (or a batch ended): its buffered calls are a
         complete step."""
-        return self.engine.flush(trace, run)
+        return self.corroborate(self.engine.flush(trace, run))
 
     def tokens(self, trace: str, run: str, tokens: int, input_tokens: int = 0) -> None:
         """A model call of the run ended, having consumed ``tokens`` (``input_tokens`` of
@@ -106,22 +115,51 @@ class RunModel:
         if tokens > 0 or input_tokens > 0:
             self.engine.record_tokens(trace, run, tokens, input_tokens=input_tokens)
 
+    def model_output(self, output: ModelOutput) -> list[Detection]:
+        """A model call of the run answered (:class:`~otel_progress.model.ModelOutput`: its
+        text, reasoning, the tool calls it requested, the latest user message it was given):
+        the detections of the model-side signals (``text_repeat``, ``unexecuted_repeat``)."""
+        return self.corroborate(self.engine.observe_model(output))
+
+    def verdict(self, verdict: Verdict, trace: str | None = None, run: str | None = None) -> Verdict:
+        """Another detector said the run loops (``trace``/``run``: the run's engine keys,
+        when the verdict does not carry them). Kept at the run's position when read: the
+        steps it had completed plus the steps of the calls read but not yet evaluated
+        (the engine's reorder buffer); never reported by itself. The verdict as kept."""
+        if trace is not None or run is not None:
+            verdict = replace(verdict, trace_id=verdict.trace_id if trace is None else trace,
+                              run_id=verdict.run_id if run is None else run)
+        state = self.engine.run_state(verdict.trace_id, verdict.run_id)
+        turn = 0 if state is None else state.turn + _steps(state.pending)
+        return self.verdicts.add(verdict, turn)
+
+    def corroborate(self, dets: Iterable[Detection]) -> list[Detection]:
+        """The detections, each carrying the verdict that corroborates it, if any: applied
+        where the engine makes them (every method that returns detections), so a verdict
+        read after a detection was made never changes it, whatever the adapter."""
+        book = self.verdicts
+        if not len(book):
+            return dets if isinstance(dets, list) else list(dets)
+        return [book.corroborate(d) for d in dets]
+
     def compaction(self, compaction: Compaction) -> list[Detection]:
         """The run's context was compacted (a model span marks it, a coding agent's log
         record says so): a boundary between its steps. Its detections."""
-        return self.engine.compaction(compaction)
+        return self.corroborate(self.engine.compaction(compaction))
 
-    def end_run(self, trace: str, run: str, *, span_id: str = "",
-                parent_run: str | None = None) -> tuple[list[Detection], RunSummary | None]:
+    def end_run(self, trace: str, run: str, *, span_id: str = "", parent_run: str | None = None,
+                conversation: str | None = None) -> tuple[list[Detection], RunSummary | None]:
         """An agent invocation ended (``parent_run``: the run it was invoked from, for the
-        run-scope signature). Its detections and summary."""
-        summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run)
+        run-scope signature; ``conversation``: the conversation its agent span names, for the
+        conversation scope). Its detections and summary."""
+        summary = self.engine.end_run(trace, run, span_id=span_id, parent_run_id=parent_run,
+                                      conversation_id=conversation)
         released = self._release((trace, run)) if self._held else []
         if summary is None:
             return released, None
         if self.on_summary is not None and (summary.turns or summary.tokens or summary.detections):
             self.on_summary(summary)
-        return list(summary.detections_list) + released, summary
+        return self.corroborate(summary.detections_list) + released, summary
 
     def end_trace(self, trace: str) -> tuple[list[Detection], list[RunSummary]]:
         """A trace (or a grouped run) is over: end its runs."""
@@ -129,7 +167,7 @@ class RunModel:
         if self.on_summary is not None:
             for summary in summaries:
                 self.on_summary(summary)
-        dets = [d for s in summaries for d in s.detections_list]
+        dets = self.corroborate([d for s in summaries for d in s.detections_list])
         if self._held:
             for key in [k for k in self._held if k[0] == trace]:
                 dets += self._release(key)
@@ -196,3 +234,15 @@ class RunModel:
         now = self.engine.stats.runs_evicted
         new, self._evicted = now - self._evicted, now
         return max(0, new)
+
+
+def _steps(pending: list[ToolCall]) -> int:
+    """The steps of calls read but not yet evaluated (in start order): as the engine groups
+    them, overlapping calls of one parent are one step."""
+    steps, end, parent = 0, 0, None
+    for call in pending:
+        if steps and call.start_ns < end and call.parent_id == parent:
+            end = max(end, call.end_ns)
+            continue
+        steps, end, parent = steps + 1, call.end_ns, call.parent_id
+    return steps

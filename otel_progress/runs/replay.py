@@ -14,7 +14,9 @@ to its run (through :class:`~otel_progress.runs.model.RunModel`):
 ``MODEL_START`` the run's buffered calls are a complete step (flush); a span that marks a
                 compaction (:class:`~otel_progress.conventions.spans.CompactionMarks`) is a boundary of
                 its run
-``MODEL_END``   the run's tokens grow by the call's usage
+``MODEL_END``   the run's tokens grow by the call's usage; the call's output (its text,
+                reasoning, requested tool calls: :func:`~otel_progress.conventions.read_model_output`)
+                is observed (a model call nested in a tool call is the tool's, not a step)
 ``AGENT_END``   the run ends (its summary; the run-scope signature of a sub-agent)
 =============== =============================================================================
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..conventions import is_candidate, own_trace
+from ..conventions import is_candidate, own_trace, read_model_output
 from ..conventions.spans import (
     CompactionMarks,
     Lineage,
@@ -43,6 +45,7 @@ from ..conventions.spans import (
     read_tool_call,
     run_group,
 )
+from ..conventions.verdicts import read_span_verdicts
 from ..engine import RunSummary
 from ..model import Detection, ToolCall
 from .causal import Times, causal_times
@@ -167,6 +170,8 @@ class Replay:
                                                   SpanKind.AGENT) else None
         call = read_tool_call(span, run_id="" if group else run_id, agent=agent, node=node, trace_key=group)
         session = span_session(span.attributes)
+        if span.events:
+            self.verdicts(span, group or self.trace_id, "" if group else run_id)
         if group is None:
             self.touched[run_id] = None
             self.found(model.tool(call, flush=left == 0, session=session))
@@ -186,19 +191,34 @@ class Replay:
             self.found(self.model.compaction(compaction))
 
     def model_end(self, span: SpanRecord) -> None:
-        run_id = self.resolve(span.parent_id)[0]
+        run_id, agent, _node, nested = self.resolve(span.parent_id)
+        if span.events:
+            self.verdicts(span, self.trace_id, run_id)
         tokens, input_tokens = read_tokens(span), read_input_tokens(span)
         if tokens > 0 or input_tokens > 0:
             self.touched[run_id] = None
             self.model.tokens(self.trace_id, run_id, tokens, input_tokens)
+        output = None if nested else read_model_output(span, run_id=run_id, agent=agent, trace_key=self.trace_id)
+        if output is not None:
+            self.touched[run_id] = None
+            self.found(self.model.model_output(output))
 
     def agent_end(self, span: SpanRecord) -> None:
+        if span.events:
+            self.verdicts(span, self.trace_id, span.span_id)
         dets, summary = self.model.end_run(self.trace_id, span.span_id, span_id=span.span_id,
-                                           parent_run=self.parent_run(span.span_id))
+                                           parent_run=self.parent_run(span.span_id),
+                                           conversation=span_session(span.attributes))
         self.touched.pop(span.span_id, None)
         self.found(dets)
         if summary is not None and (summary.turns or summary.detections):
             self.report.runs.append(summary)
+
+    def verdicts(self, span: SpanRecord, trace: str, run: str) -> None:
+        """Keep the other detectors' verdicts in a span's events (read when it ends, before
+        what it completes: its events happened before its end) with the run they are on."""
+        for verdict in read_span_verdicts(span):
+            self.model.verdict(verdict, trace, run)
 
     def finish(self) -> None:
         """The trace is over: end its runs still open."""

@@ -250,6 +250,9 @@ def detect(path: Path, config: Config | None = None) -> list[Detection]:
         for n, item in enumerate(sorted(items, key=lambda o: o.order)):
             if item.kind == "tokens":
                 engine.record_tokens(run_key, run_key, item.tokens, input_tokens=item.input_tokens)
+                if item.output is not None:  # the model's answer (Gemini CLI's api_response text)
+                    out.extend(engine.observe_model(dataclasses.replace(
+                        item.output, trace_id=run_key, run_id=run_key, span_id=f"output-{n}")))
             elif item.kind == "tool" and item.call is not None:
                 out.extend(engine.observe(dataclasses.replace(item.call, trace_id=run_key, run_id=run_key)))
             elif item.kind == "compaction" and item.compaction is not None:

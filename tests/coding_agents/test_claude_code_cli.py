@@ -18,6 +18,10 @@ Scenarios (``-details``: with ``OTEL_LOG_TOOL_DETAILS=1``; ``-default``: without
   ``tool_result``, no span): the loop is invisible to its telemetry, and the test checks
   that absence.
 - ``healthy``: different commands with new output each time: no detection.
+- refused (:func:`test_real_cli_refused_calls_are_read_as_calls_that_never_ran`): the model
+  asks five times for a Bash command a ``permissions.deny`` rule (``--settings``) refuses.
+  Claude Code logs a ``tool_decision`` with ``decision = reject`` for each and no
+  ``tool_result``: five calls that never ran, a run of refusals of the same action.
 
 The captures are kept as golden files (``golden/claude-code-<version>-<scenario>.jsonl``,
 ``….traces.jsonl`` for the beta traces) so the golden tests run without the CLI;
@@ -127,10 +131,11 @@ def capture(scenario: str, tmp_path: Path, exporter: dict[str, str] | None = Non
 
 def run_claude(script: list[list[tuple[str, dict[str, Any]]]], details: bool, tmp_path: Path,
                exporter: dict[str, str] | None = None, version: str = VERSION, context: list[int] | None = None,
-               settings: dict[str, str] | None = None,
+               settings: dict[str, str] | None = None, argv: list[str] | None = None,
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], FakeAnthropic]:
     """Run the CLI through a script of tool calls (``context``: the input tokens the fake API
-    reports per turn, see :mod:`.fake_anthropic`; ``settings``: more environment); the logs
+    reports per turn, see :mod:`.fake_anthropic`; ``settings``: more environment; ``argv``:
+    more command-line options, e.g. ``--settings`` with permission rules); the logs
     and trace export requests it sent (see :func:`capture`) and the fake API."""
     binary = claude_binary(version)
     work, home = workspace(tmp_path, NOTES)
@@ -151,7 +156,8 @@ def run_claude(script: list[list[tuple[str, dict[str, Any]]]], details: bool, tm
         env.update(settings or {})
         env.update(exporter or {})
         run_cli([str(binary), "-p", "Work on notes.txt", "--output-format", "stream-json", "--verbose",
-                 "--dangerously-skip-permissions"], cwd=work, env=env, timeout=120, expect='"subtype":"success"')
+                 "--dangerously-skip-permissions", *(argv or [])],
+                cwd=work, env=env, timeout=120, expect='"subtype":"success"')
         return list(receiver.requests["logs"]), list(receiver.requests["traces"]), api
 
 
@@ -280,3 +286,56 @@ def test_a_bash_call_in_the_beta_traces_is_a_command() -> None:
     assert "ls" in {c.strip() for c in commands if c} and commands.count(None) < len(commands)
     assert any(c and c.startswith("printf 'two\\n' > step1.txt") for c in commands), commands
     assert command_of({"full_command": "sleep 5 && tail build.log"}) == "sleep 5 && tail build.log"
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+def test_real_cli_refused_calls_are_read_as_calls_that_never_ran(tmp_path: Path) -> None:
+    """A ``permissions.deny`` rule refuses the command the model keeps asking for: each refusal
+    is a ``tool_decision`` (``reject``, source ``config``) with no ``tool_result``, read as a
+    call that never ran with the request's arguments, and the run of them is an
+    ``unexecuted_repeat`` (the engine's signal; the refusals are never a repeat of calls that ran)."""
+    deny = json.dumps({"permissions": {"deny": ["Bash(cat notes.txt)"]}})
+    logs, _, api = run_claude([_CAT] * 5, True, tmp_path, argv=["--settings", deny])
+    path = tmp_path / "logs.jsonl"
+    write_jsonl(path, logs)
+    if os.environ.get(UPDATE_ENV) == "1":
+        write_jsonl(golden("refused-details"), logs)
+    # the model was told each time: the CLI refused before running anything
+    refusals = [block for request in api.requests for message in request.get("messages", [])
+                if type(message.get("content")) is list for block in message["content"]
+                if block.get("type") == "tool_result" and "denied" in str(block.get("content"))]
+    assert len({block["tool_use_id"] for block in refusals}) == 5
+    _assert_refusals_read(path)
+    _assert_unexecuted_repeat(path)
+
+
+def test_golden_refusals_are_calls_that_never_ran() -> None:
+    _assert_refusals_read(_golden("refused-details"))
+
+
+def test_golden_refusals_are_an_unexecuted_repeat() -> None:
+    _assert_unexecuted_repeat(_golden("refused-details"))
+
+
+def _assert_refusals_read(path: Path) -> None:
+    assert tool_results(path) == []  # no tool_result for a refused call
+    decisions = [r.attributes for r in read_records(path) if r.event_name in ("claude_code.tool_decision",
+                                                                              "tool_decision")]
+    assert [(d["decision"], d["source"]) for d in decisions] == [("reject", "config")] * 5
+    calls = [o.call for o in observations(path) if o.kind == "tool" and o.call is not None]
+    assert len(calls) == 5 and all(not c.executed for c in calls)
+    assert {json.dumps(c.arguments, sort_keys=True) for c in calls} == {
+        json.dumps({"command": "cat notes.txt", "description": "Show the notes"}, sort_keys=True)}
+    assert all(c.evidence_level == EVIDENCE_ARGUMENTS for c in calls)
+    # no executed call: nothing for the tool-call signals
+    assert [d.reason for d in detect(path) if d.reason is not Reason.UNEXECUTED_REPEAT] == []
+
+
+def _assert_unexecuted_repeat(path: Path) -> None:
+    from otel_progress.scan import scan_paths
+
+    # the engine's unexecuted_repeat signal (issue 29 item 3) catches the run of refusals
+    found = [d.reason for r in scan_paths([str(path)], progress=False).reports for d in r.detections]
+    assert Reason.UNEXECUTED_REPEAT in found, found  # (waits for the engine's signal)

@@ -135,3 +135,49 @@ def test_odd_compaction_values_never_raise(odd: dict[str, Any]) -> None:
     assert obs is None or obs.kind in ("compaction", "other")
     if obs is not None and obs.compaction is not None:
         assert obs.compaction.trigger in ("auto", "manual", None)
+
+
+def _decision(**attributes: Any) -> LogRecordView:
+    # as 2.1.332 logs a call a permissions.deny rule refused (tests/coding_agents/test_claude_code_cli.py
+    # ::test_real_cli_refused_calls_are_read_as_calls_that_never_ran captures it)
+    base = {"decision": "reject", "source": "config", "tool_name": "Bash", "tool_use_id": "toolu_04",
+            "tool_source": "builtin", "permission_mode": "bypassPermissions", "request_id": "req_06",
+            "tool_parameters": '{"bash_command":"cat","full_command":"cat notes.txt","description":"Show the notes"}'}
+    return _record("tool_decision", 7, **{**base, **attributes})
+
+
+def test_a_rejected_call_is_a_call_that_never_ran_with_its_bash_arguments() -> None:
+    obs = read_log(_decision())
+    assert obs is not None and obs.kind == "tool" and obs.call is not None
+    call = obs.call
+    assert call.executed is False and call.name == "Bash"
+    # the keys of the tool_input an executed Bash call has: a refused request compares to it
+    assert call.arguments == {"command": "cat notes.txt", "description": "Show the notes"}
+    assert obs.evidence_level == EVIDENCE_ARGUMENTS == call.evidence_level
+    assert call.span_id == "toolu_04" == call.call_id
+    assert call.error and call.error_message == "rejected (config)"
+    assert obs.run_key == f"claude_code|{SESSION}|{PROMPT}" and obs.order[0] == 7
+
+
+def test_a_rejected_call_without_details_or_of_another_tool_is_names_only() -> None:
+    plain = read_log(_decision(tool_parameters=None))
+    assert plain is not None and plain.call is not None and not plain.call.executed
+    assert plain.call.arguments is NOT_CAPTURED and plain.evidence_level == EVIDENCE_NAMES
+    mcp = read_log(_decision(tool_name="mcp_tool", tool_parameters='{"mcp_server_name":"s","mcp_tool_name":"t"}'))
+    assert mcp is not None and mcp.call is not None and mcp.call.arguments is NOT_CAPTURED
+    cut = read_log(_decision(tool_parameters='{"full_command":"' + "x" * 128 + '…[900 chars]"}'))
+    assert cut is not None and cut.call is not None and cut.call.arguments is NOT_CAPTURED
+
+
+def test_an_accepted_decision_is_no_call_its_tool_result_is() -> None:
+    obs = read_log(_decision(decision="accept"))
+    assert obs is not None and obs.kind == "other" and obs.call is None
+
+
+@pytest.mark.parametrize("odd", [
+    {"decision": None}, {"decision": ["reject"]}, {"tool_name": None}, {"tool_name": 3}, {"tool_parameters": "{x"},
+    {"tool_parameters": '{"full_command": 5}'}, {"tool_use_id": None}, {"source": {"a": 1}},
+])
+def test_odd_decisions_never_raise(odd: dict[str, Any]) -> None:
+    obs = ClaudeCodeLogs().read(_decision(**odd))
+    assert obs is None or obs.kind in ("tool", "other")

@@ -109,3 +109,39 @@ def test_a_process_still_running_is_a_poll_with_a_waiting_status() -> None:
     obs = read_log(_tool(running, tool_name="write_stdin", arguments='{"session_id": 55249, "chars": ""}'))
     assert obs is not None and obs.call is not None
     assert obs.call.result == {"status": "running", "output": "500/700\n"} and not obs.call.error
+
+
+def test_a_refused_call_is_read_from_its_tool_result_as_a_call_that_never_ran() -> None:
+    # codex-rs: the approval step runs inside the handler log_tool_result_with_tags wraps, so a
+    # denied exec is a tool_result with success "false" and the refusal as its output
+    for output in ("exec command rejected by user", "patch rejected by user",
+                   "This action was rejected due to unacceptable risk. Reason: deletes the repository",
+                   "`rm -rf build` rejected: policy forbids commands starting with `rm`",
+                   # unified exec wraps it (0.171.0, tests/coding_agents/test_codex_refusals.py)
+                   'exec_command failed: CreateProcess { message: "Rejected(\\"`/bin/bash -lc \'cat notes.txt\'` '
+                   'rejected: policy forbids commands starting with `cat`\\")" }'):
+        obs = read_log(_tool(output, success="false", duration_ms="0"))
+        assert obs is not None and obs.call is not None, output
+        call = obs.call
+        assert call.executed is False and call.error, output
+        assert call.name == "exec_command" and call.arguments == {"cmd": "cat notes.txt"}
+        assert call.call_id == "call_000"
+
+
+def test_a_failure_that_names_a_refusal_in_its_output_still_ran() -> None:
+    ran = read_log(_tool(_output("1a2b3c", "0.0001", 1, "exec command rejected by user"), success="true"))
+    assert ran is not None and ran.call is not None and ran.call.executed and ran.call.error
+    failed = read_log(_tool("rejected by user, and then some", success="false"))
+    assert failed is not None and failed.call is not None and failed.call.executed
+    spawn = read_log(_tool('exec_command failed: CreateProcess { message: "No such file or directory" }',
+                           success="false"))
+    assert spawn is not None and spawn.call is not None and spawn.call.executed
+
+
+def test_a_decision_record_is_not_a_call_its_tool_result_is() -> None:
+    decision = LogRecordView(time_ns=0, observed_ns=1796120710980189619, event_name="codex.tool_decision",
+                             attributes={"event.name": "codex.tool_decision", "tool_name": "exec_command",
+                                         "tool_namespace": "functions", "call_id": "call_000", "decision": "denied",
+                                         "source": "user", "event.timestamp": "2026-12-01T10:31:14.946Z",
+                                         "conversation.id": CONV})
+    assert read_log(decision) is None

@@ -110,3 +110,42 @@ def test_a_compression_that_did_not_shrink_the_history_is_none() -> None:
     for odd in ({"tokens_before": None}, {"tokens_after": "x"}, {"tokens_after": -1}, {"tokens_before": [1]}):
         obs = read_log(_compression(**odd))
         assert obs is not None and obs.kind == "other"
+
+
+def _loop(scope: str = "gemini-cli", **extra: Any) -> LogRecordView:
+    # LoopDetectedEvent.toOpenTelemetryAttributes (0.61.0), as captured by test_gemini_loop_verdict.py
+    attributes: dict[str, Any] = {
+        "session.id": SESSION, "installation.id": "407d2f81-b8aa-4fb7-a778-0ba44ad9da03", "interactive": False,
+        "auth_type": "gemini-api-key", "event.name": "loop_detected", "event.timestamp": "2026-12-07T11:13:38.611Z",
+        "loop_type": "consecutive_identical_tool_calls", "prompt_id": "", "count": 1,
+    }
+    attributes.update(extra)
+    return LogRecordView(time_ns=1796642018611000000, event_name="loop_detected", scope=scope,
+                         body="Loop detected (Strike 1: Attempting recovery). Type: consecutive_identical_tool_calls.",
+                         attributes=attributes, resource={"service.name": "gemini-cli"} if scope else {})
+
+
+def test_gemini_s_loop_check_is_a_verdict_of_the_session_s_current_run() -> None:
+    obs = read_log(_loop())
+    assert obs is not None and obs.kind == "verdict" and obs.verdict is not None and obs.call is None
+    assert obs.verdict.source == "gemini_cli.loop_detected"
+    assert obs.verdict.kind == "consecutive_identical_tool_calls" and obs.verdict.count == 1
+    # prompt_id "" (0.61.0): the record names the session only
+    assert obs.session_wide and obs.run_key == f"gemini_cli|{SESSION}|"
+    named = read_log(_loop(prompt_id=SESSION, loop_type="llm_detected_loop", confirmed_by_model="gemini-2.5-pro",
+                           analysis="The model keeps reading the same file.", confidence=0.9, count=2))
+    assert named is not None and named.verdict is not None and not named.session_wide
+    assert named.run_key == f"gemini_cli|{SESSION}|{SESSION}" and named.verdict.kind == "llm_detected_loop"
+
+
+def test_a_loop_detected_record_of_another_producer_is_not_gemini_s() -> None:
+    stranger = LogRecordView(event_name="loop_detected", scope="other", attributes={"session.id": "s", "count": 1})
+    assert read_log(stranger) is None
+
+
+def test_odd_loop_records_never_raise() -> None:
+    odd: list[dict[str, Any]] = [{"count": "x"}, {"count": float("inf")}, {"loop_type": ["a"]}, {"count": 2**40},
+                                 {"session.id": None}]
+    for extra in odd:
+        obs = read_log(_loop(**extra))
+        assert obs is None or obs.kind == "verdict"

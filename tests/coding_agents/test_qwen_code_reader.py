@@ -69,3 +69,29 @@ def test_api_responses_give_tokens() -> None:
 def test_odd_values_never_raise(odd: dict[str, Any]) -> None:
     obs = QwenCodeLogs().read(_call(**odd))
     assert obs is None or obs.kind == "tool"
+
+
+def test_qwen_s_loop_check_is_a_verdict_of_the_prompt_s_run() -> None:
+    # logLoopDetected (0.24.4): the common attributes, then LoopDetectedEvent's own
+    record = LogRecordView(time_ns=1796120983911000000, event_name="loop_detected", scope="qwen-code",
+                           body="Loop detected. Type: consecutive_identical_tool_calls.",
+                           attributes={"session.id": SESSION, "event.name": "loop_detected",
+                                       "event.timestamp": "2026-12-01T10:29:43.911Z",
+                                       "loop_type": "consecutive_identical_tool_calls", "prompt_id": PROMPT},
+                           resource={"service.name": "qwen-code"})
+    obs = read_log(record)
+    assert obs is not None and obs.kind == "verdict" and obs.verdict is not None
+    assert obs.verdict.source == "qwen_code.loop_detected"
+    assert obs.verdict.kind == "consecutive_identical_tool_calls"
+    assert obs.run_key == f"qwen_code|{SESSION}|{PROMPT}" and not obs.session_wide
+    unnamed = read_log(_record("loop_detected", loop_type="read_file_loop", prompt_id=""))
+    assert unnamed is not None and unnamed.session_wide and unnamed.verdict is not None
+    assert read_log(_record("loop_detected", loop_type=["x"])) is not None  # odd values: no kind, no exception
+
+
+def test_a_call_rejected_at_its_confirmation_never_ran() -> None:
+    # ToolCallEvent.decision = getDecisionFromOutcome(outcome): "cancel" -> "reject"
+    rejected = read_log(_call(status="cancelled", success=False, decision="reject", content_length=None))
+    assert rejected is not None and rejected.call is not None and rejected.call.executed is False
+    accepted = read_log(_call(decision="auto_accept"))
+    assert accepted is not None and accepted.call is not None and accepted.call.executed

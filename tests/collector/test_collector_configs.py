@@ -24,6 +24,9 @@ CONFIG_SETS: dict[str, list[str]] = {
     "gateway-logs.yaml": ["gateway.yaml", "gateway-logs.yaml"],
     "gateway-logs-dns.yaml": ["gateway-dns.yaml", "gateway-logs-dns.yaml"],
     "gateway-logs-k8s.yaml": ["gateway-k8s.yaml", "gateway-logs-k8s.yaml"],
+    "gateway-conversation.yaml": ["gateway.yaml", "gateway-logs.yaml", "gateway-conversation.yaml"],
+    "gateway-conversation-dns.yaml": ["gateway-dns.yaml", "gateway-logs-dns.yaml", "gateway-conversation-dns.yaml"],
+    "gateway-conversation-k8s.yaml": ["gateway-k8s.yaml", "gateway-logs-k8s.yaml", "gateway-conversation-k8s.yaml"],
     "sink-logs.yaml": ["sink.yaml", "sink-logs.yaml"],
     "sink-backends.yaml": ["sink.yaml", "sink-backends.yaml"],
     "sink-tail-sampling.yaml": ["sink.yaml", "sink-backends.yaml", "sink-tail-sampling.yaml"],
@@ -224,6 +227,56 @@ def test_gateway_queue_and_retry_only_at_the_load_balancer(otelcol_binary: str, 
         per_replica = lb["protocol"]["otlp"]
         assert per_replica["retry_on_failure"]["enabled"] is False, name
         assert per_replica["sending_queue"] is None, f"{name}: a per-replica queue hides failures"
+
+
+CONVERSATION_LBS = ("load_balancing/sessions", "load_balancing/conversations")
+
+
+def test_gateway_conversation_variants_differ_only_in_resolver() -> None:
+    """gateway-conversation-{dns,k8s}.yaml are gateway-conversation.yaml with the resolver of
+    gateway-{dns,k8s}.yaml on both of its load balancers."""
+
+    def load(name: str) -> dict:
+        return yaml.safe_load((CONFIG_DIR / name).read_text())
+
+    def without_resolvers(name: str) -> tuple[dict, list[dict]]:
+        stripped = copy.deepcopy(load(name))
+        return stripped, [stripped["exporters"][lb].pop("resolver") for lb in CONVERSATION_LBS]
+
+    base, static = without_resolvers("gateway-conversation.yaml")
+    assert static == [load("gateway.yaml")["exporters"]["load_balancing"]["resolver"]] * 2
+    for kind in ("dns", "k8s"):
+        other, resolvers = without_resolvers(f"gateway-conversation-{kind}.yaml")
+        assert other == base, f"gateway-conversation-{kind}.yaml drifted from gateway-conversation.yaml"
+        assert resolvers == [load(f"gateway-{kind}.yaml")["exporters"]["load_balancing"]["resolver"]] * 2
+
+
+@pytest.mark.parametrize("kind", ["static", "dns", "k8s"])
+def test_gateway_conversation_overlay_merged(otelcol_binary: str, kind: str) -> None:
+    """Merged: three trace pipelines, each span in exactly one (by its filter); the session
+    spans routed on the logs' very attribute list, over the same resolver; queue and retry
+    only at the load balancers (issue 27)."""
+    suffix = "" if kind == "static" else f"-{kind}"
+    files = [f"gateway{suffix}.yaml", f"gateway-logs{suffix}.yaml", f"gateway-conversation{suffix}.yaml"]
+    cfg = _print_config(otelcol_binary, files, {**SAMPLE_ENV, "OTEL_PROGRESS_RETRY_MAX_ELAPSED": "7m"})
+    lbs = cfg["exporters"]
+    assert lbs["load_balancing/sessions"]["routing_attributes"] == lbs["load_balancing/logs"]["routing_attributes"]
+    assert lbs["load_balancing/conversations"]["routing_attributes"] == ["gen_ai.conversation.id"]
+    for name in CONVERSATION_LBS:
+        lb = lbs[name]
+        assert lb["routing_key"] == "attributes", name
+        assert _resolver(lb) == _resolver(lbs["load_balancing"]) == _resolver(lbs["load_balancing/logs"]), name
+        assert lb["retry_on_failure"]["enabled"] is True and lb["retry_on_failure"]["max_elapsed_time"] == "7m0s"
+        assert lb["sending_queue"] is not None, name
+        assert lb["protocol"]["otlp"]["retry_on_failure"]["enabled"] is False, name
+        assert lb["protocol"]["otlp"]["sending_queue"] is None, name
+    pipelines = cfg["service"]["pipelines"]
+    assert {k: (v["processors"], v["exporters"]) for k, v in pipelines.items() if k.startswith("traces")} == {
+        "traces/sessions": (["memory_limiter", "filter/session_spans", "batch"], ["load_balancing/sessions"]),
+        "traces/conversations": (["memory_limiter", "filter/conversation_spans", "batch"],
+                                 ["load_balancing/conversations"]),
+        "traces": (["memory_limiter", "filter/other_spans", "batch"], ["load_balancing"]),
+    }
 
 
 def test_sink_pipelines(otelcol_binary: str) -> None:

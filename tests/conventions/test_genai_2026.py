@@ -84,7 +84,10 @@ def test_denied_calls_are_neither_a_repeat_nor_a_failure() -> None:
         span = _decided("deny", "event", **{"gen_ai.tool.call.arguments": '{"q": "rm -rf /"}',
                                             "error.type": "denied"})
         dets += engine.observe(_call(span, run_id="r"), flush=True)
-    assert dets == [] and engine.stats.calls == 0
+    # never a step (no repeat, no failure of the tool); the same action refused again and
+    # again is the model's loop: unexecuted_repeat (issue 29), at the 3rd and the 6th
+    assert [(d.reason, d.figures["cause"]) for d in dets] == [(Reason.UNEXECUTED_REPEAT, "refused")] * 2
+    assert engine.stats.calls == 0 and engine.run_state(span.trace_id, "r").turn == 0
     # a loop through denied calls is still the loop of the calls that ran
     engine = ProgressEngine(Config())
     found = []

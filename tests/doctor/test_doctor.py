@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -187,3 +189,32 @@ def test_a_command_already_under_opentelemetry_instrument_keeps_its_options() ->
     assert report["command"] == [str(BIN / "python"), str(AGENT)]
     assert report["run"]["tool_spans"] == 5
     assert report["run"]["processor"]["wraps"] == ["BatchSpanProcessor(ConsoleSpanExporter)"]
+
+
+CHAT_AGENT = HERE / "scripts" / "genai_chat_agent.py"
+
+
+def _doctor_here(*args: str, env: dict[str, str]) -> dict:
+    """The doctor of this source tree (``python -m otel_progress.cli``, the tree first on the
+    path of the doctor, its probe and the watched run), as JSON."""
+    proc = subprocess.run([sys.executable, "-m", "otel_progress.cli", "doctor", "--format", "json", *args],
+                          env={**env, "PYTHONPATH": str(HERE.parents[1])}, capture_output=True, text=True,
+                          timeout=180, stdin=subprocess.DEVNULL, check=False)
+    return _json(proc)
+
+
+def test_inference_spans_without_output_name_the_setting() -> None:
+    # the inference spans carry gen_ai.output.messages only when the capture settings say so
+    # (opentelemetry-util-genai InferenceInvocation, as for its tool spans)
+    bare = _doctor_here("--", str(BIN / "python"), str(CHAT_AGENT), env=clean_env())
+    run = bare["run"]
+    assert (run["model_spans"], run["model_spans_with_output"]) == (3, 0)
+    assert run["model_bare"]["name"] == "chat scripted"
+    (finding,) = [f for f in bare["findings"] if "inference span" in f["message"]]
+    assert finding["severity"] == "warning" and finding["topic"] == "content"
+    assert "3 inference span(s)" in finding["message"]
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in finding["message"]
+    full = _doctor_here("--", str(BIN / "python"), str(CHAT_AGENT), env=clean_env(**CONTENT))
+    run = full["run"]
+    assert (run["model_spans"], run["model_spans_with_output"], run["model_bare"]) == (3, 3, None)
+    assert not [f for f in full["findings"] if "inference span" in f["message"]]

@@ -4,7 +4,10 @@ gateway Collector. Some runs loop (the same tool call with the same result every
 the others make progress. Every span it created is written to a manifest (JSON lines).
 
     python agent.py --endpoint 127.0.0.1:4317 --runs 10 --turns 6 --manifest out.jsonl \
-        [--loop-every 3] [--pace 0.01] [--prefix phase1] [--service NAME]
+        [--loop-every 3] [--pace 0.01] [--prefix phase1] [--service NAME] [--parallel 1]
+
+With ``--parallel N`` N runs are in flight at once (one thread each, one SDK and exporter
+for all), as the runs of N concurrent agent sessions.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -61,13 +66,16 @@ def run(args: argparse.Namespace) -> int:
         provider.add_span_processor(BatchSpanProcessor(
             recording, schedule_delay_millis=100, max_export_batch_size=32, max_queue_size=100_000))
         tracer = provider.get_tracer("e2e.agent", "1.0")
-        for r in range(args.runs):
+        lock = threading.Lock()
+
+        def one_run(r: int) -> None:
             is_loop = args.loop_every > 0 and r % args.loop_every == 0
             with tracer.start_as_current_span(f"invoke_agent {args.prefix}-agent", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"{args.prefix}-agent",
             }) as root:
                 if is_loop:
-                    loops.add(root.get_span_context().trace_id)
+                    with lock:
+                        loops.add(root.get_span_context().trace_id)
                 for turn in range(1, args.turns + 1):
                     with tracer.start_as_current_span("chat gpt-test", attributes={
                         "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test",
@@ -86,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
                         "http.request.method": "GET", "server.address": "orders.invalid",
                     }):
                         time.sleep(args.pace)
+
+        with ThreadPoolExecutor(max(1, args.parallel)) as pool:
+            for done in [pool.submit(one_run, r) for r in range(args.runs)]:
+                done.result()
         ok = provider.force_flush(60_000)
         provider.shutdown()
     return 0 if ok else 1
@@ -101,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix", default="run")
     p.add_argument("--service", default="e2e-agent")
     p.add_argument("--manifest", required=True)
+    p.add_argument("--parallel", type=int, default=1, help="runs in flight at once (default 1: one after the other)")
     return run(p.parse_args(argv))
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ...model import Compaction, ToolCall
+from ...model import Compaction, ModelOutput, ToolCall
+from ...model.verdicts import Verdict
 from .record import LogRecordView
 
 __all__ = [
@@ -37,7 +38,8 @@ class LogObservation(NamedTuple):
 
     Attributes:
         kind: ``"tool"`` (``call`` is set), ``"tokens"`` (``tokens`` is set),
-            ``"compaction"`` (``compaction`` is set: the agent compacted its context) or
+            ``"compaction"`` (``compaction`` is set: the agent compacted its context),
+            ``"verdict"`` (``verdict`` is set: another detector said the run loops) or
             ``"other"`` (known to the reader, nothing for the engine).
         run_key: the run the record belongs to, prefixed by the convention's name (e.g.
             ``"claude_code|<session.id>|<prompt.id>"``); records of one run share it. With
@@ -55,6 +57,12 @@ class LogObservation(NamedTuple):
         session_wide: ``run_key`` names the session only (see ``run_key``).
         input_tokens: the input part of ``tokens`` (the context the model read, cached
             input included), for ``kind == "tokens"``.
+        output: what the model answered (its text, reasoning, requested tool calls), for
+            ``kind == "tokens"`` when the record carries the response (Gemini CLI's
+            ``response_text``); the run tracker sets its run and id.
+        verdict: another detector's verdict that the run loops, for ``kind == "verdict"``
+            (Gemini CLI's ``loop_detected``): kept with the run as corroboration, never
+            reported by itself (:mod:`otel_progress.model.verdicts`).
     """
 
     kind: str
@@ -67,6 +75,8 @@ class LogObservation(NamedTuple):
     compaction: Compaction | None = None
     session_wide: bool = False
     input_tokens: int = 0
+    output: ModelOutput | None = None
+    verdict: Verdict | None = None
 
 
 class LogConvention:

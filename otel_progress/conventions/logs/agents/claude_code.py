@@ -17,7 +17,17 @@ Read from what the real CLI emits (``@anthropic-ai/claude-code`` 2.1.332, captur
   ``manual``), ``success`` (``"true"``/``"false"``), ``duration_ms``, ``pre_tokens``,
   ``post_tokens`` (strings), ``error`` on failure: a compaction boundary of the run (a
   failed one is not: the context stayed as it was).
-* ``claude_code.tool_decision``: the permission decision (nothing for the engine).
+* ``claude_code.tool_decision``: the permission decision, ``decision`` (``accept`` /
+  ``reject``), ``source`` (``config`` for a settings rule or the permission mode,
+  ``user_reject``, ``user_abort``, ``hook``, ...), ``tool_name``, ``tool_use_id``, and with
+  ``OTEL_LOG_TOOL_DETAILS=1`` ``tool_parameters`` (for Bash ``full_command``,
+  ``description``, ``timeout``). An accepted call is read from its ``tool_result``; a
+  **rejected** one never ran and has no ``tool_result`` (2.1.332, a ``permissions.deny``
+  rule: only the decision is logged), so the decision is the call: a
+  :class:`~otel_progress.model.ToolCall` with ``executed=False``, its arguments rebuilt
+  from ``tool_parameters`` for Bash (``command``, ``description``, ``timeout``, the keys of
+  its ``tool_input``) and not captured for other tools (whose parameters name only an MCP
+  server, a skill or a subagent type).
 
 Every record carries ``session.id``, ``prompt.id`` (one user prompt: the run) and
 ``event.sequence`` (monotonic per session: the order).
@@ -118,7 +128,7 @@ class ClaudeCodeLogs(LogConvention):
                                                                    "cache_creation_tokens"))
             return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT, input_tokens=read)
         if kind == _TOOL_DECISION:
-            return LogObservation("other", run_key, order, agent=AGENT)
+            return _decision(record, attrs, run_key, order)
         if kind == _COMPACTION:
             return _compaction(record, attrs, run_key, order)
         name = attrs.get("tool_name")
@@ -151,6 +161,49 @@ class ClaudeCodeLogs(LogConvention):
             result_truncated=result is not NOT_CAPTURED,
         )
         return LogObservation("tool", run_key, order, call=call, agent=AGENT, evidence_level=level)
+
+
+def _refused_arguments(attrs: Any) -> Any:
+    """A refused Bash call's arguments, rebuilt from ``tool_parameters`` as its
+    ``tool_input`` would have had them; :data:`NOT_CAPTURED` otherwise."""
+    parameters = parse_json_object(attrs.get("tool_parameters"))
+    if not parameters or attrs.get("tool_name") != "Bash":
+        return NOT_CAPTURED
+    command = parameters.get("full_command")
+    if type(command) is not str or not command or _is_cut(command):
+        return NOT_CAPTURED
+    args: dict[str, Any] = {"command": command}
+    for key in ("description", "timeout"):
+        if key in parameters and not _is_cut(parameters[key]):
+            args[key] = parameters[key]
+    return args
+
+
+def _decision(record: LogRecordView, attrs: Any, run_key: str, order: tuple) -> LogObservation | None:
+    """A ``claude_code.tool_decision`` record: a call that never ran when it was rejected,
+    else nothing (an accepted call is read from its ``tool_result``)."""
+    name = attrs.get("tool_name")
+    if attrs.get("decision") != "reject" or type(name) is not str or not name:
+        return LogObservation("other", run_key, order, agent=AGENT)
+    args = _refused_arguments(attrs)
+    level = EVIDENCE_NAMES if args is NOT_CAPTURED else EVIDENCE_ARGUMENTS
+    source = attrs.get("source")
+    call = ToolCall(
+        name=name,
+        arguments=args,
+        error=True,
+        error_type="rejected",
+        error_message=f"rejected ({source})" if type(source) is str and source else "rejected",
+        start_ns=record.time_ns,
+        end_ns=record.time_ns,
+        trace_id=record.trace_id,
+        span_id=str(attrs.get("tool_use_id") or ""),
+        agent=AGENT,
+        evidence_level=level,
+        executed=False,
+        call_id=str(attrs.get("tool_use_id")) if attrs.get("tool_use_id") else None,
+    )
+    return LogObservation("tool", run_key, order, call=call, agent=AGENT, evidence_level=level)
 
 
 def _compaction(record: LogRecordView, attrs: Any, run_key: str, order: tuple) -> LogObservation:

@@ -12,6 +12,20 @@ the unified-exec output format), and checked against what ``codex exec`` 0.171.0
   sent a 518-line preview), ending in
   ``[... telemetry preview truncated ...]`` when cut; newer builds also say
   ``output_truncated``), ``tool_result_seq``, ``conversation.id``, ``event.timestamp``.
+- ``codex.tool_decision`` (logged by the tool's approval step): ``tool_name``, ``call_id``,
+  ``decision`` (``approved``, ``approved_for_session``, ``denied``, ``abort``, ...; the
+  ``ReviewDecision`` in lower case), ``source`` (``config``, ``user``, ...); no arguments.
+  Not read: the approval step runs inside the handler that ``codex.tool_result`` wraps
+  (``ToolRegistry::dispatch``, ``log_tool_result_with_tags``), so a refused call has its
+  ``tool_result`` too, with ``success = "false"``, its ``arguments``, and as ``output`` the
+  refusal the model was given (``exec command rejected by user``, ``patch rejected by
+  user``, ``This action was rejected due to unacceptable risk.`` from the guardian
+  reviewer, a command followed by ``rejected: policy forbids commands starting with ...`` or
+  ``rejected: blocked by policy`` from an exec-policy rule; for ``exec_command`` (unified
+  exec) 0.171.0 wraps it: ``exec_command failed: CreateProcess { message: "Rejected(...)" }``,
+  and logs no ``tool_decision`` for a command an exec-policy rule forbids). That
+  ``tool_result`` is the call, read with ``executed=False`` (it never ran); reading the
+  decision too would count one refusal twice.
 - ``codex.sse_event`` with ``event.kind = response.completed``: ``input_token_count``,
   ``output_token_count`` (one record per model response carries them).
 
@@ -49,7 +63,7 @@ from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_FULL, EVIDENCE_NAMES, LogConvent
 from ..record import LogRecordView
 from .values import as_bool, record_order, text_attribute, to_int
 
-__all__ = ["CodexConvention", "normalise_output"]
+__all__ = ["CodexConvention", "normalise_output", "refused"]
 
 TOOL_RESULT = "codex.tool_result"
 SSE_EVENT = "codex.sse_event"
@@ -61,6 +75,27 @@ OUTPUT_TRUNCATED = "Warning: truncated output"
 _VOLATILE_LINE = re.compile(r"(?m)^(?:Chunk ID: [0-9A-Za-z]*|Wall time: [0-9.]+ seconds)\r?\n")
 _EXIT = re.compile(r"(?m)^Process exited with code (-?\d+)\s*$")
 _MAX_SCAN = 64 * 1024
+#: What a refused call's ``tool_result`` says (the approval step's error, given to the model).
+_REFUSED = frozenset({"exec command rejected by user", "patch rejected by user", "rejected by user"})
+_REFUSED_PREFIX = "This action was rejected due to unacceptable risk."
+_POLICY_REFUSAL = re.compile(r"^`[^\n]{0,4096}` rejected: (?:policy forbids commands starting with|blocked by policy)")
+
+
+#: A refusal as unified exec (``exec_command``) reports it: the approval step's error inside
+#: the process-creation error (0.171.0: ``exec_command failed: CreateProcess { message:
+#: "Rejected(\"`cmd` rejected: policy forbids commands starting with `cat`\")" }``).
+_WRAPPED = re.compile(r'^[\w.-]{1,64} failed: CreateProcess \{ message: "Rejected\(\\"(.{1,4096})\\"\)" \}$', re.S)
+
+
+def refused(output: str | None) -> bool:
+    """Whether a failed ``codex.tool_result``'s ``output`` is a refusal: the call never ran."""
+    if not output or len(output) > 8192:
+        return False
+    text = output.strip()
+    wrapped = _WRAPPED.match(text)
+    if wrapped:
+        text = wrapped.group(1).replace('\\"', '"').strip()
+    return text in _REFUSED or text.startswith(_REFUSED_PREFIX) or bool(_POLICY_REFUSAL.match(text))
 
 
 def normalise_output(output: str) -> str:
@@ -151,6 +186,7 @@ class CodexConvention(LogConvention):
             truncated = True
         success = as_bool(a.get("success"))
         failed = success is False or (exit_code is not None and exit_code != 0)
+        executed = not (success is False and refused(output))  # refused at its approval: never ran
         error_type: str | None = None
         error_message: str | None = None
         if failed:
@@ -180,5 +216,7 @@ class CodexConvention(LogConvention):
             agent="codex",
             evidence_level=evidence,
             result_truncated=truncated,
+            executed=executed,
+            call_id=call_id or None,
         )
         return LogObservation("tool", run_key, order, call=call, agent="codex", evidence_level=evidence)

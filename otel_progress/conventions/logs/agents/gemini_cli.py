@@ -13,7 +13,15 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   ``{"exitCode": N, "isError": ...}``), ``duration_ms``, ``start_time`` / ``end_time``
   (Unix ms, often null), ``session.id``, ``event.timestamp``.
 - ``gemini_cli.api_response``: ``input_token_count``, ``output_token_count``,
-  ``thoughts_token_count``, ``prompt_id``.
+  ``thoughts_token_count``, ``prompt_id``, ``role`` (``main``: the agent's own request;
+  ``utility_router`` and the other ``utility_*`` roles are side requests), and while
+  ``logPrompts`` is on ``response_text``: the JSON of the whole response
+  (``LoggingContentGenerator._logApiResponse`` in ``loggingContentGenerator.ts``:
+  ``{"candidates", "usageMetadata", "responseId", ...}``, a list of such chunks when
+  streamed), whose ``candidates[].content.parts[]`` are the model's output: ``text`` (with
+  ``thought: true``: reasoning; a streamed text is joined across its chunks) and
+  ``functionCall`` (``name``, ``args``, ``id``: a requested tool call). A ``main``
+  response's output is the model's side of the step (``LogObservation.output``).
 - ``gemini_cli.chat_compression`` (body ``Chat compression (Saved N tokens)``):
   ``tokens_before``, ``tokens_after``, ``session.id``, ``event.timestamp``, and no
   ``prompt_id`` (``makeChatCompressionEvent``; ``ChatCompressionService.compress`` in
@@ -26,6 +34,20 @@ constants}.ts`` (``ToolCallEvent``, ``ApiResponseEvent``) and checked against wh
   compresses only where the history has a user message to split at (a second prompt, e.g.
   of a resumed session), when the last prompt's tokens pass ``compressionThreshold`` (0.5)
   of the model's limit.
+
+- ``loop_detected`` (the ``event.name`` attribute, without the ``gemini_cli.`` prefix; scope
+  and ``service.name`` ``gemini-cli``; body ``Loop detected (Strike N: ...). Type: X.``):
+  Gemini CLI's own loop check (``LoopDetectedEvent`` in ``telemetry/types.ts``, logged by
+  ``LoopDetectionService``): ``loop_type`` (``consecutive_identical_tool_calls`` at the 5th
+  identical call in a row, ``chanting_identical_sentences``, ``llm_detected_loop``),
+  ``prompt_id``, ``count`` (the strike: 1 recovers, 2 ends the session), and for the LLM
+  check ``confirmed_by_model``, ``analysis``, ``confidence``. 0.61.0 sends ``prompt_id``
+  empty (the service's ``promptId`` is set after the check: captured by
+  ``tests/coding_agents/test_gemini_loop_verdict.py``), so the record names the session only
+  and belongs to the session's run seen last (``session_wide``), as a compression does. Read
+  as a verdict of that run (:class:`~otel_progress.model.verdicts.Verdict`, source
+  ``gemini_cli.loop_detected``): corroboration for a detection of ours, never a report of
+  its own.
 
 A shell command that exits nonzero is logged ``success: true``; the exit code in
 ``metadata`` makes it a failure here. With ``logPrompts`` off ``metadata`` keeps only the
@@ -52,8 +74,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ....model import NOT_CAPTURED, Compaction, ToolCall
+from ....model import NOT_CAPTURED, Compaction, ModelOutput, ToolCall
+from ....model.verdicts import GEMINI_CLI, Verdict
 from ...base import as_number, as_text, decode_json
+from ...outputs import MAX_PARTS, OutputParts, cap_text
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, record_order, text_attribute, to_int
@@ -63,6 +87,9 @@ __all__ = ["GeminiCliConvention", "exit_code"]
 TOOL_CALL = "gemini_cli.tool_call"
 API_RESPONSE = "gemini_cli.api_response"
 CHAT_COMPRESSION = "gemini_cli.chat_compression"
+#: Gemini CLI's loop check (its ``event.name``: 0.61.0 gives this one no ``gemini_cli.`` prefix).
+LOOP_DETECTED = "loop_detected"
+_SERVICE = "gemini-cli"
 #: The suffix of the prompt id of the compression summariser's second request (a check of
 #: its draft, ``promptId: `${promptId}-verify```): its tokens belong to the prompt's run.
 _VERIFY = "-verify"
@@ -87,11 +114,12 @@ def _ms_ns(value: Any) -> int:
 
 
 class GeminiCliConvention(LogConvention):
-    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens) and
-    ``gemini_cli.chat_compression`` (compactions)."""
+    """``gemini_cli.tool_call`` (tool calls), ``gemini_cli.api_response`` (tokens),
+    ``gemini_cli.chat_compression`` (compactions) and ``loop_detected`` (Gemini CLI's own
+    loop check: a verdict)."""
 
     name = "gemini_cli"
-    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION})
+    event_names = frozenset({TOOL_CALL, API_RESPONSE, CHAT_COMPRESSION, LOOP_DETECTED, "gemini_cli." + LOOP_DETECTED})
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         attributes = record.attributes
@@ -109,12 +137,15 @@ class GeminiCliConvention(LogConvention):
         event = record.event_name if record.event_name in self.event_names else attributes.get("event.name")
         if event == CHAT_COMPRESSION:
             return _compression(record, attributes, session, order)
+        if event in (LOOP_DETECTED, "gemini_cli." + LOOP_DETECTED):
+            return _loop_detected(record, attributes, run_key, order)
         if event == API_RESPONSE:
             tokens = (to_int(attributes.get("input_token_count")) + to_int(attributes.get("output_token_count"))
                       + to_int(attributes.get("thoughts_token_count")))
             return LogObservation("tokens", run_key, order, tokens=tokens, agent="gemini-cli",
                                   evidence_level=EVIDENCE_ARGUMENTS,
-                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))))
+                                  input_tokens=max(0, to_int(attributes.get("input_token_count"))),
+                                  output=_response(record, attributes))
         if event != TOOL_CALL:
             return None
         return self._tool(record, attributes, run_key, order, start_ns)
@@ -189,3 +220,56 @@ def _compression(record: LogRecordView, a: Mapping[str, Any], session: str, orde
     )
     return LogObservation("compaction", run_key, order, agent="gemini-cli", compaction=compaction,
                           session_wide=True)
+
+
+def _response(record: LogRecordView, a: Mapping[str, Any]) -> ModelOutput | None:
+    """The model's output in an ``api_response`` record's ``response_text`` (``None``:
+    not logged, not the agent's own request, or nothing in it)."""
+    role = a.get("role")
+    if role not in (None, "", "main") or "response_text" not in a:
+        return None
+    decoded = decode_json(a.get("response_text"))
+    chunks = decoded if isinstance(decoded, list) else [decoded]
+    text: list[str] = []
+    thought: list[str] = []
+    out = OutputParts()
+    for chunk in chunks[-4096:]:
+        candidates = chunk.get("candidates") if isinstance(chunk, Mapping) else None
+        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
+        content = candidate.get("content") if isinstance(candidate, Mapping) else None
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        for part in parts[:MAX_PARTS] if isinstance(parts, list) else ():
+            if not isinstance(part, Mapping):
+                continue
+            piece = as_text(part.get("text"))
+            if piece:
+                (thought if part.get("thought") is True else text).append(piece)
+            call = part.get("functionCall")
+            if isinstance(call, Mapping):
+                out.ask(call.get("name"), call.get("args"), call.get("id"))
+    if not text and not thought and not out.requests:
+        return None
+    time_ns = record.time_ns or record.observed_ns
+    return ModelOutput(start_ns=time_ns, end_ns=time_ns, agent="gemini-cli",
+                       text=cap_text("".join(text)) if text else None,
+                       reasoning=cap_text("".join(thought)) if thought else None, requests=tuple(out.requests))
+
+
+def _loop_detected(record: LogRecordView, a: Mapping[str, Any], run_key: str, order: tuple) -> LogObservation | None:
+    """A ``loop_detected`` record of Gemini CLI's (its scope or service says so: the name
+    alone is too plain to be sure): a verdict of the prompt's run."""
+    if record.scope != _SERVICE and record.resource.get("service.name") != _SERVICE:
+        return None
+    session_wide = run_key.endswith("|")  # 0.61.0 sends prompt_id "": the session's current run
+    loop_type = as_text(a.get("loop_type")) or ""
+    count = as_number(a.get("count"))
+    verdict = Verdict(
+        source=GEMINI_CLI,
+        kind=loop_type[:128],
+        trace_id=run_key,
+        run_id=run_key,
+        span_id=record.span_id,
+        time_ns=order[0] if order and isinstance(order[0], int) else record.time_ns,
+        count=int(count) if count is not None and count == int(count) and abs(count) < 2**31 else None,
+    )
+    return LogObservation("verdict", run_key, order, agent="gemini-cli", verdict=verdict, session_wide=session_wide)

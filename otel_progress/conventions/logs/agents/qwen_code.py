@@ -9,8 +9,12 @@ from what that CLI emits (``tests/coding_agents/test_qwen_code_cli.py``):
   ``cancelled``), ``success``, ``error`` (the message; for a shell command it includes the
   command's output), ``error_type`` (``shell_execute_error``, ``edit_no_occurrence_found``,
   ...), ``content_length`` (the result's length: the result itself is not logged),
-  ``duration_ms``, ``call_id``, ``prompt_id``, ``session.id``.
+  ``duration_ms``, ``call_id``, ``prompt_id``, ``session.id``, ``decision`` (from the
+  confirmation's outcome, ``getDecisionFromOutcome``: ``accept``, ``auto_accept``,
+  ``modify``, ``reject`` for ``cancel``): a ``reject`` call never ran
+  (``ToolCall.executed = False``), as in Gemini CLI.
 * ``qwen-code.api_response``: ``input_token_count``, ``output_token_count``.
+* ``loop_detected``: Qwen Code's own loop check, a verdict (:func:`_loop_detected`).
 
 Run: ``session.id`` + ``prompt_id``; order: the record's time, then arrival (no sequence).
 Evidence: level ``arguments`` (the arguments are whole, the result is only a length).
@@ -24,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....model import NOT_CAPTURED, ToolCall
+from ....model.verdicts import QWEN_CODE, Verdict
 from ..base import EVIDENCE_ARGUMENTS, EVIDENCE_NAMES, LogConvention, LogObservation
 from ..record import LogRecordView
 from .values import as_bool, as_int, parse_json_object
@@ -33,13 +38,16 @@ __all__ = ["AGENT", "QwenCodeLogs"]
 AGENT = "qwen-code"
 _TOOL_CALL = "qwen-code.tool_call"
 _API_RESPONSE = "qwen-code.api_response"
+#: Qwen Code's own loop check (``LoopDetectedEvent``: ``event.name`` without a prefix).
+_LOOP_DETECTED = "loop_detected"
 
 
 class QwenCodeLogs(LogConvention):
-    """Qwen Code's ``qwen-code.tool_call`` and ``qwen-code.api_response`` log events."""
+    """Qwen Code's ``qwen-code.tool_call`` and ``qwen-code.api_response`` log events, and its
+    loop check's ``loop_detected`` (a verdict, see :func:`_loop_detected`)."""
 
     name = "qwen_code"
-    event_names = frozenset({_TOOL_CALL, _API_RESPONSE})
+    event_names = frozenset({_TOOL_CALL, _API_RESPONSE, _LOOP_DETECTED})
 
     def read(self, record: LogRecordView) -> LogObservation | None:
         attrs = record.attributes
@@ -52,6 +60,8 @@ class QwenCodeLogs(LogConvention):
             tokens = (as_int(attrs.get("input_token_count")) or 0) + (as_int(attrs.get("output_token_count")) or 0)
             return LogObservation("tokens", run_key, order, tokens=max(tokens, 0), agent=AGENT,
                                   input_tokens=max(0, as_int(attrs.get("input_token_count")) or 0))
+        if record.event_name == _LOOP_DETECTED:
+            return _loop_detected(record, attrs, run_key, order)
         if record.event_name != _TOOL_CALL:
             return None
         name = attrs.get("function_name")
@@ -84,5 +94,23 @@ class QwenCodeLogs(LogConvention):
             agent=AGENT,
             evidence_level=level,
             result_truncated=result is not NOT_CAPTURED,
+            executed=attrs.get("decision") != "reject",  # cancelled at its confirmation: never ran
         )
         return LogObservation("tool", run_key, order, call=call, agent=AGENT, evidence_level=level)
+
+
+def _loop_detected(record: LogRecordView, attrs: Any, run_key: str, order: tuple) -> LogObservation | None:
+    """Qwen Code's ``loop_detected`` record (0.24.4: ``logLoopDetected``; scope and
+    ``service.name`` ``qwen-code``, body ``Loop detected. Type: X.``, ``loop_type``
+    (``consecutive_identical_tool_calls``, ``global_tool_call_duplicate``,
+    ``alternating_tool_call_pattern``, ``shell_command_stagnation``, ``read_file_loop``,
+    ``action_stagnation``, ``repetitive_thoughts``, ``chanting_identical_sentences``,
+    ``turn_tool_call_cap``, ...), ``prompt_id``): a verdict of the prompt's run (of the
+    session's current run without ``prompt_id``), kept as corroboration, never reported."""
+    if record.scope != AGENT and record.resource.get("service.name") != AGENT:
+        return None
+    loop_type = attrs.get("loop_type")
+    verdict = Verdict(source=QWEN_CODE, kind=loop_type[:128] if type(loop_type) is str else "",
+                      trace_id=run_key, run_id=run_key, span_id=record.span_id, time_ns=record.time_ns)
+    return LogObservation("verdict", run_key, order, agent=AGENT, verdict=verdict,
+                          session_wide=run_key.endswith("|"))

@@ -1,0 +1,143 @@
+"""The conversations the engine follows across traces (:class:`ConversationTable`).
+
+A conversation is the agent runs that name the same ``gen_ai.conversation.id`` (or
+``session.id``), one run per user turn, usually one trace per turn. When a run that names
+one ends, its turn (the requests it made and what the world answered them, recorded by
+:class:`~.signals.conversation.ConversationSignal`) is compared with everything the
+conversation's earlier turns asked and got back. A turn that brings nothing new (every
+request already made in the conversation and answered the same) is *barren*;
+``conversation_turns`` barren turns in a row are a ``signature_repeat`` detection with
+scope ``conversation``, on the agent span of the last of them. A turn that brings a new
+request or a new answer resets the count and the escalation level; a turn that cannot be
+judged (no successful tool call, or one whose result is unknown) resets the count.
+
+State is bounded: at most ``max_conversations`` conversations (least recently used forgotten
+first), each forgotten ``conversation_ttl_seconds`` after its last turn, each remembering at
+most ``4 * max_evidence`` requests (past it the memory is emptied: forgetting can only hide
+a loop, never invent one). Not thread-safe: the engine holds its lock.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from ..model import Detection, Finding, Level, Reason, Scope
+from .digests import admit
+from .escalation import handoff_note, nudge_text
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .runstate import RunState
+    from .signals.conversation import TurnRecord
+
+__all__ = ["ConversationState", "ConversationTable"]
+
+
+class ConversationState:
+    """What the engine remembers of one conversation."""
+
+    __slots__ = ("barren", "burned", "last_seen", "level", "seen", "turns")
+
+    def __init__(self, now: float) -> None:
+        self.seen = array("q")  # sorted distinct keys (request and answer) of its turns
+        self.turns = 0  # turns ended so far
+        self.barren = 0  # barren turns in a row
+        self.burned = 0  # the tokens of those turns
+        self.level = 0  # escalation level of the loop going on
+        self.last_seen = now
+
+
+class ConversationTable:
+    """The conversations followed, and the judgement of each turn that ends.
+
+    Args:
+        config: the engine settings (``conversation_turns``, ``max_conversations``,
+            ``conversation_ttl_seconds``, ``max_evidence``).
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.conversations: OrderedDict[str, ConversationState] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.conversations)
+
+    def _get(self, conversation_id: str, now: float) -> ConversationState:
+        table = self.conversations
+        conv = table.get(conversation_id)
+        if conv is None:
+            while len(table) >= self.config.max_conversations:
+                table.popitem(last=False)
+            conv = table[conversation_id] = ConversationState(now)
+        else:
+            table.move_to_end(conversation_id)
+        conv.last_seen = now
+        return conv
+
+    def end_turn(self, conversation_id: str, record: TurnRecord, run: RunState, span_id: str,
+                 now: float) -> Detection | None:
+        """The run ``run`` of conversation ``conversation_id`` ended on the agent span
+        ``span_id``; the detection to announce, if its turn completes a loop."""
+        conv = self._get(conversation_id, now)
+        conv.turns += 1
+        seen = conv.seen
+        cap = 4 * self.config.max_evidence
+        new = False
+        for key in record.items:
+            if admit(seen, key, cap):  # a request or an answer the conversation had not seen
+                new = True
+        if new or not record.judged:
+            conv.barren = conv.burned = 0
+            if new:
+                conv.level = 0  # the conversation learned something: a later loop is nudged afresh
+            return None
+        conv.barren += 1
+        conv.burned += run.tokens
+        k = self.config.conversation_turns
+        if conv.barren < k:
+            return None
+        burned = conv.burned
+        conv.barren = conv.burned = 0
+        if conv.level >= Level.PARK:
+            return None  # parked: counted by the caller's stats, not announced again
+        conv.level += 1
+        finding = Finding(
+            Reason.SIGNATURE_REPEAT,
+            {"visits": k, "tokens_burned": burned, "conversation_turns": conv.turns,
+             "conversation_id": conversation_id},
+            f"{k} turns in a row of this conversation made only requests it had already made"
+            f" and got the same answers, burning {burned} tokens",
+            Scope.CONVERSATION,
+        )
+        level = Level(conv.level)
+        return Detection(
+            reason=finding.reason,
+            turn=conv.turns,
+            level=level,
+            scope=Scope.CONVERSATION,
+            trace_id=run.trace.trace_id,
+            span_id=span_id,
+            run_id=run.run_id,
+            agent=run.agent,
+            tool="",
+            figures=finding.figures,
+            nudge=nudge_text(finding, level, conv.turns, None),
+            handoff=handoff_note(finding, conv.turns, run.attempts),
+            tokens=run.tokens,
+        )
+
+    def evict_idle(self, now: float) -> int:
+        """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;
+        returns how many."""
+        ttl = self.config.conversation_ttl_seconds
+        table = self.conversations
+        dropped = 0
+        while table:
+            conversation_id, conv = next(iter(table.items()))
+            if now - conv.last_seen <= ttl:
+                break
+            del table[conversation_id]
+            dropped += 1
+        return dropped
