@@ -106,13 +106,17 @@ class RedisStore:
         """The stored state of each trace (None: none)."""
         return list(self._client.mget([f"{self.prefix}s:{t}" for t in trace_ids])) if trace_ids else []
 
-    def put(self, entries: Iterable[tuple[str, int, bytes]]) -> None:
-        """Write ``(trace id, generation, state)`` entries in one round trip."""
-        pipe = self._client.pipeline(transaction=False)
-        for trace_id, gen, data in entries:
+    def put(self, entries: Sequence[tuple[str, bytes]]) -> list[int]:
+        """Write ``(trace id, state)`` entries in one round trip (one transaction: a
+        state and its generation change together); the generation of each, one more
+        than the last one any replica wrote (``INCR``: two writers never share one)."""
+        pipe = self._client.pipeline(transaction=True)
+        for trace_id, data in entries:
             pipe.set(f"{self.prefix}s:{trace_id}", data, px=self.ttl_ms)
-            pipe.set(f"{self.prefix}g:{trace_id}", gen, px=self.ttl_ms)
-        pipe.execute()
+            pipe.incr(f"{self.prefix}g:{trace_id}")
+            pipe.pexpire(f"{self.prefix}g:{trace_id}", self.ttl_ms)
+        results = pipe.execute()
+        return [int(results[3 * i + 1]) for i in range(len(entries))]
 
     def close(self) -> None:
         self._client.close()
@@ -225,12 +229,12 @@ class StateKeeper:
             self._set_generation(bundle.trace_id, gen)
             self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
 
-    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, int, bytes]]:
+    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, bytes]]:
         """The state of the traces a batch touched, to :meth:`publish` (under the lock)."""
         if self.store is None:
             return []
         now = time.monotonic()
-        out: list[tuple[str, int, bytes]] = []
+        out: list[tuple[str, bytes]] = []
         for trace_id in dict.fromkeys(trace_ids):
             bundle = export_trace(table, trace_id, now)
             if bundle is None:
@@ -241,20 +245,21 @@ class StateKeeper:
                 self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
                 self._warn("encode", "otel-progress: the state of trace %s cannot be written: %s", trace_id, exc)
                 continue
-            gen = self._generation(trace_id) + 1
-            self._set_generation(trace_id, gen)
-            out.append((trace_id, gen, data))
+            out.append((trace_id, data))
         return out
 
-    def publish(self, entries: Sequence[tuple[str, int, bytes]]) -> None:
-        """Write what :meth:`collect` returned (outside the lock)."""
+    def publish(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Write what :meth:`collect` returned (outside the lock; the requests of the same
+        traces wait for this one's end, so a replica's writes of a trace are in order)."""
         if not entries or self.store is None:
             return
         try:
-            self.store.put(entries)
+            gens = self.store.put(entries)
         except self.store.errors as exc:
             self._store_failed("write", exc)
             return
+        for (trace_id, _data), gen in zip(entries, gens, strict=True):
+            self._set_generation(trace_id, gen)
         self.metrics.add("progress.service.state.stored", len(entries))
 
     def _store_failed(self, op: str, exc: BaseException) -> None:
