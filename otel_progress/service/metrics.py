@@ -114,6 +114,9 @@ METRICS: tuple[MetricDef, ...] = (
               " start) or store (--state-store, a trace another replica held)."),
     MetricDef("progress.service.state.stored", "counter", "1",
               "Trace states written to the state store (--state-store), one per trace a batch touched."),
+    MetricDef("progress.service.state.busy", "counter", "1",
+              "Traces of a batch still marked as being evaluated by another replica after waiting a second for"
+              " it (--state-store): evaluated with the state read then."),
     MetricDef("progress.service.state.checkpoints", "counter", "1", "Checkpoints written (--state-dir)."),
     MetricDef("progress.service.state.ignored", "counter", "1",
               "Checkpoints and store entries ignored (corrupt, or written by another version, hash seed or"

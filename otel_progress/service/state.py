@@ -10,10 +10,12 @@ the writer, an HMAC, a restricted pickle) to
   traces first up to ``--checkpoint-max-mib``; read back on start;
 * a **store** shared by the replicas, ``--state-store redis://host:port/db``
   (:class:`RedisStore`, Redis or Valkey): after each batch, the state of the traces it
-  touched (pipelined, one round trip, with the run TTL as expiry); before a batch is
-  evaluated, the generation of each of its traces is read (one ``MGET``), and a trace
-  whose stored state is newer than what this replica holds (it never saw it, or another
-  replica continued it since) is read (one more ``MGET``) and continued from there.
+  touched (one transaction, with the run TTL as expiry); before a batch is evaluated,
+  the replica marks its traces as being evaluated and reads their generations (one
+  round trip), waits (up to :data:`BUSY_WAIT`) for the traces another replica is
+  evaluating at that moment, and reads the state of those whose stored generation is
+  newer than what it holds (it never saw them, or another replica continued them since:
+  one more ``MGET``) and continues them from there.
 
 A checkpoint or entry that is corrupt, or written by another version, hash seed or digest
 key, is a warning and an empty start (that trace, or the whole checkpoint), never a
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -46,6 +49,10 @@ _log = logging.getLogger("otel_progress.service")
 CHECKPOINT_NAME = "otel-progress-state.bin"
 _MAX_GENERATIONS = 200_000
 _CHECKPOINT_CHUNK = 32  # traces written per hold of the detector's lock
+#: How long a replica's mark on a trace it evaluates lasts (cleared by its write), ms.
+BUSY_MS = 2000
+#: How long a replica waits for another's mark on a trace of its batch to clear, s.
+BUSY_WAIT = 1.0
 
 
 class _Warn:
@@ -84,23 +91,33 @@ class RedisStore:
         self.url = redact_url(url)  # (for messages: without its password)
         self.ttl_ms = max(1000, int(ttl * 1000))
         self.prefix = prefix
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}".encode()
 
     def ping(self) -> None:
         """Reach the store once (raises when it cannot be reached)."""
         self._client.ping()
 
-    def generations(self, trace_ids: Sequence[str]) -> list[int]:
-        """The stored generation of each trace (0: none)."""
+    def claim(self, trace_ids: Sequence[str]) -> tuple[list[int], list[bool]]:
+        """Mark the traces as being evaluated by this replica (``<prefix>b:<trace id>``,
+        expiring after :data:`BUSY_MS` unless :meth:`put` clears it first) and read their
+        generations, in one round trip. Returns the generations (0: none) and, per trace,
+        whether another replica is evaluating it now (then it is not marked)."""
         if not trace_ids:
-            return []
-        values = self._client.mget([f"{self.prefix}g:{t}" for t in trace_ids])
-        out = []
-        for v in values:
+            return [], []
+        pipe = self._client.pipeline(transaction=False)
+        pipe.mget([f"{self.prefix}g:{t}" for t in trace_ids])
+        for t in trace_ids:
+            pipe.set(f"{self.prefix}b:{t}", self.owner, nx=True, px=BUSY_MS)
+            pipe.get(f"{self.prefix}b:{t}")
+        results = pipe.execute()
+        gens = []
+        for v in results[0]:
             try:
-                out.append(int(v) if v is not None else 0)
+                gens.append(int(v) if v is not None else 0)
             except ValueError:
-                out.append(0)
-        return out
+                gens.append(0)
+        busy = [not results[1 + 2 * i] and results[2 + 2 * i] not in (None, self.owner) for i in range(len(trace_ids))]
+        return gens, busy
 
     def states(self, trace_ids: Sequence[str]) -> list[bytes | None]:
         """The stored state of each trace (None: none)."""
@@ -115,8 +132,9 @@ class RedisStore:
             pipe.set(f"{self.prefix}s:{trace_id}", data, px=self.ttl_ms)
             pipe.incr(f"{self.prefix}g:{trace_id}")
             pipe.pexpire(f"{self.prefix}g:{trace_id}", self.ttl_ms)
+            pipe.delete(f"{self.prefix}b:{trace_id}")
         results = pipe.execute()
-        return [int(results[3 * i + 1]) for i in range(len(entries))]
+        return [int(results[4 * i + 1]) for i in range(len(entries))]
 
     def close(self) -> None:
         self._client.close()
@@ -196,7 +214,18 @@ class StateKeeper:
             return []
         ids = list(dict.fromkeys(trace_ids))
         try:
-            gens = store.generations(ids)
+            gens, busy = store.claim(ids)
+            deadline = time.monotonic() + BUSY_WAIT
+            while any(busy) and time.monotonic() < deadline:
+                # Another replica is evaluating some of these traces (a ring change while
+                # it holds a batch of theirs): wait for its write, then read again.
+                time.sleep(0.02)
+                waiting = [i for i, b in enumerate(busy) if b]
+                again, still = store.claim([ids[i] for i in waiting])
+                for i, g, b in zip(waiting, again, still, strict=True):
+                    gens[i], busy[i] = g, b
+            if any(busy):
+                self.metrics.add("progress.service.state.busy", sum(busy))
             newer = [(t, g) for t, g in zip(ids, gens, strict=True) if g > self._generation(t)]
             if not newer:
                 return []
