@@ -282,7 +282,7 @@ class BatchDetector:
         keeper = self.keeper
         touched = [it.record.trace_id for it in items] if keeper is not None and keeper.store is not None else None
         incoming = keeper.fetch(touched) if touched else ()
-        outgoing: list[tuple[str, bytes]] = []
+        outgoing: list[tuple[str, int, bytes]] = []
         with self._lock:
             if incoming:
                 keeper.adopt(self.traces, incoming)  # type: ignore[union-attr]

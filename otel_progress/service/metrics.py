@@ -117,6 +117,9 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.state.busy", "counter", "1",
               "Traces of a batch still marked as being evaluated by another replica after waiting a second for"
               " it (--state-store): evaluated with the state read then."),
+    MetricDef("progress.service.state.stale", "counter", "1",
+              "Trace states not written to the store because another replica wrote the trace since this one"
+              " read it (--state-store): the newer one is kept, and read before this replica's next batch of it."),
     MetricDef("progress.service.state.checkpoints", "counter", "1", "Checkpoints written (--state-dir)."),
     MetricDef("progress.service.state.ignored", "counter", "1",
               "Checkpoints and store entries ignored (corrupt, or written by another version, hash seed or"

@@ -69,6 +69,18 @@ class _Warn:
             _log.warning(message, *args)
 
 
+#: The conditional write of one trace's state (see :meth:`RedisStore.put`).
+_PUT = """
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+redis.call('DEL', KEYS[3])
+if cur ~= 0 and cur ~= tonumber(ARGV[2]) then return -cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+local g = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return g
+"""
+
+
 class RedisStore:
     """The hand-off store: Redis or Valkey through redis-py (the ``store`` extra).
 
@@ -91,6 +103,7 @@ class RedisStore:
         self.url = redact_url(url)  # (for messages: without its password)
         self.ttl_ms = max(1000, int(ttl * 1000))
         self.prefix = prefix
+        self._put = self._client.register_script(_PUT)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}".encode()
 
     def ping(self) -> None:
@@ -123,18 +136,17 @@ class RedisStore:
         """The stored state of each trace (None: none)."""
         return list(self._client.mget([f"{self.prefix}s:{t}" for t in trace_ids])) if trace_ids else []
 
-    def put(self, entries: Sequence[tuple[str, bytes]]) -> list[int]:
-        """Write ``(trace id, state)`` entries in one round trip (one transaction: a
-        state and its generation change together); the generation of each, one more
-        than the last one any replica wrote (``INCR``: two writers never share one)."""
-        pipe = self._client.pipeline(transaction=True)
-        for trace_id, data in entries:
-            pipe.set(f"{self.prefix}s:{trace_id}", data, px=self.ttl_ms)
-            pipe.incr(f"{self.prefix}g:{trace_id}")
-            pipe.pexpire(f"{self.prefix}g:{trace_id}", self.ttl_ms)
-            pipe.delete(f"{self.prefix}b:{trace_id}")
-        results = pipe.execute()
-        return [int(results[4 * i + 1]) for i in range(len(entries))]
+    def put(self, entries: Sequence[tuple[str, int, bytes]]) -> list[int]:
+        """Write ``(trace id, generation read, state)`` entries in one round trip, each
+        only if the stored generation is still the one this state was based on (or there
+        is none): then the state, its generation ``INCR``ed and the mark cleared change
+        together (a script). Returns per entry the new generation, or 0 when another
+        replica wrote the trace since (this state is stale: not written)."""
+        pipe = self._client.pipeline(transaction=False)
+        for trace_id, expected, data in entries:
+            self._put(keys=[f"{self.prefix}s:{trace_id}", f"{self.prefix}g:{trace_id}", f"{self.prefix}b:{trace_id}"],
+                      args=[data, expected, self.ttl_ms], client=pipe)
+        return [max(0, int(r)) for r in pipe.execute()]
 
     def close(self) -> None:
         self._client.close()
@@ -258,12 +270,12 @@ class StateKeeper:
             self._set_generation(bundle.trace_id, gen)
             self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
 
-    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, bytes]]:
+    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, int, bytes]]:
         """The state of the traces a batch touched, to :meth:`publish` (under the lock)."""
         if self.store is None:
             return []
         now = time.monotonic()
-        out: list[tuple[str, bytes]] = []
+        out: list[tuple[str, int, bytes]] = []
         for trace_id in dict.fromkeys(trace_ids):
             bundle = export_trace(table, trace_id, now)
             if bundle is None:
@@ -274,10 +286,10 @@ class StateKeeper:
                 self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
                 self._warn("encode", "otel-progress: the state of trace %s cannot be written: %s", trace_id, exc)
                 continue
-            out.append((trace_id, data))
+            out.append((trace_id, self._generation(trace_id), data))
         return out
 
-    def publish(self, entries: Sequence[tuple[str, bytes]]) -> None:
+    def publish(self, entries: Sequence[tuple[str, int, bytes]]) -> None:
         """Write what :meth:`collect` returned (outside the lock; the requests of the same
         traces wait for this one's end, so a replica's writes of a trace are in order)."""
         if not entries or self.store is None:
@@ -287,9 +299,15 @@ class StateKeeper:
         except self.store.errors as exc:
             self._store_failed("write", exc)
             return
-        for (trace_id, _data), gen in zip(entries, gens, strict=True):
-            self._set_generation(trace_id, gen)
-        self.metrics.add("progress.service.state.stored", len(entries))
+        stale = 0
+        for (trace_id, _expected, _data), gen in zip(entries, gens, strict=True):
+            if gen:
+                self._set_generation(trace_id, gen)
+            else:
+                stale += 1  # (the next batch of the trace reads the newer state first)
+        if stale:
+            self.metrics.add("progress.service.state.stale", stale)
+        self.metrics.add("progress.service.state.stored", len(entries) - stale)
 
     def _store_failed(self, op: str, exc: BaseException) -> None:
         self.metrics.add("progress.service.state.errors", 1, {"op": op})
