@@ -234,13 +234,14 @@ def _main(argv: Sequence[str] | None) -> int:
                         max_held_spans=args.max_held_spans)
     if args.command == "serve":
         from .service.options import ServiceConfigError, from_args
-        from .service.run import run_serve
+        from .service.run import pin_hash_seed, run_serve
 
         try:
             service_config = from_args(args)
         except ServiceConfigError as exc:
             print(f"otel-progress serve: {exc}", file=sys.stderr)
             return 2
+        pin_hash_seed(service_config)  # (run state needs one hash seed: may start the process again)
         return run_serve(service_config)
     if args.command == "doctor":
         from .doctor import run as run_doctor

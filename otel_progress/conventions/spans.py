@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from ..model import NOT_CAPTURED, Compaction, ToolCall
@@ -240,6 +241,27 @@ class Lineage:
         self.add(span.span_id, span.parent_id, kind, span.name,
                  agent_name(span) if kind is SpanKind.AGENT else None)
         return kind
+
+    def trimmed(self, recent: int) -> Lineage:
+        """A copy that keeps what spans still to come most likely need: the ``recent``
+        spans registered last and their ancestors (agents, plan nodes), ancestors first.
+        Costs about ``recent`` steps, however many spans the table holds."""
+        spans = self._spans
+        order: list[str] = []
+        keep: set[str] = set()
+        for sid in islice(reversed(spans), recent):
+            current, hops = sid, 0
+            while current and current not in keep and hops < 256:
+                entry = spans.get(current)
+                if entry is None:
+                    break
+                keep.add(current)
+                order.append(current)
+                current = entry[0]
+                hops += 1
+        out = Lineage(self._max)
+        out._spans = OrderedDict((sid, spans[sid]) for sid in reversed(order))
+        return out
 
     def discard(self, span_id: str) -> None:
         """Forget a span."""

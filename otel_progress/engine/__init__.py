@@ -31,6 +31,7 @@ from .conversations import ConversationTable
 from .pipeline import Pipeline
 from .runstate import RunState
 from .signals import ConversationSignal, RunSignatureSignal, TurnRecord, build_model_signals, build_signals
+from .snapshot import StateCodec
 from .summary import EngineStats, RunSummary, summarise
 from .tables import RunTable, TraceState
 
@@ -339,6 +340,25 @@ class ProgressEngine:
             if self._conversations is not None:
                 self._conversations.evict_idle(now)
             return self._table.evict_idle(now)
+
+    def trace_state(self, trace_id: str) -> TraceState | None:
+        """The live state of a trace and its runs (to write it out: :meth:`state_codec`),
+        or None. Read it under the caller's own serialisation of the engine's input."""
+        return self._table.traces.get(trace_id)
+
+    def adopt_trace(self, state: TraceState, idle: float = 0.0, now: float | None = None) -> None:
+        """Continue a trace from state another process (or an earlier one) wrote
+        (:meth:`state_codec`): it replaces what this engine holds of the trace, and is
+        taken as last used ``idle`` seconds ago."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._table.adopt(state, now - max(0.0, idle))
+
+    def state_codec(self) -> StateCodec:
+        """The codec that writes and reads this engine's trace states (:mod:`.snapshot`):
+        bytes meaningful only to an engine with the same hash seed, digest key and version."""
+        extra = {"run_signal": self._run_signal} if self._run_signal is not None else None
+        return StateCodec.for_pipeline(self.pipeline, extra)
 
     def run_state(self, trace_id: str, run_id: str) -> RunState | None:
         """The live state of a run (for summaries and tests), or None."""

@@ -185,6 +185,19 @@ class RunTable:
                 continue
             self.drop_trace(trace_id, evicted=True)
 
+    def adopt(self, trace: TraceState, last_seen: float) -> None:
+        """Hold ``trace`` (state written by another engine and read back) in place of what
+        is held of its id, as used at ``last_seen``, bound to this table's pipeline."""
+        self.drop_trace(trace.trace_id)
+        trace.pipeline = self.pipeline
+        for run in trace.runs.values():
+            run.pipeline = self.pipeline
+            run.trace = trace
+        trace.last_seen = last_seen
+        self.traces[trace.trace_id] = trace
+        self.run_count += len(trace.runs)
+        self._enforce_cap(keep=trace.trace_id)
+
     def drop_trace(self, trace_id: str, evicted: bool = False) -> TraceState | None:
         """Forget a trace and its runs (``evicted``: counted in the stats as evicted)."""
         trace = self.traces.pop(trace_id, None)

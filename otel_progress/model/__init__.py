@@ -41,6 +41,9 @@ class _NotCaptured:
     def __bool__(self) -> bool:
         return False
 
+    def __reduce__(self) -> str:
+        return "NOT_CAPTURED"  # (the one marker, also in run state read back: it is compared with ``is``)
+
 
 #: ``ToolCall.arguments`` / ``ToolCall.result`` when the span carried no content.
 NOT_CAPTURED: Any = _NotCaptured()

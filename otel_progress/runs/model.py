@@ -83,6 +83,20 @@ class RunModel:
             if len(tags) > _MAX_TAGS:
                 tags.popitem(last=False)
 
+    def tags_of(self, trace: str) -> list[tuple[tuple[str, str], tuple[str, int]]]:
+        """The session tags of the runs of one engine trace key (to carry them elsewhere)."""
+        return [(k, v) for k, v in self._tags.items() if k[0] == trace] if self._tags else []
+
+    def held_of(self, trace: str) -> list[tuple[tuple[str, str], list[Detection]]]:
+        """The detections held back for the runs of one engine trace key."""
+        return [(k, list(v)) for k, v in self._held.items() if k[0] == trace] if self._held else []
+
+    def hold(self, key: tuple[str, str], dets: list[Detection]) -> None:
+        """Hold back detections of a run (carried from another process)."""
+        self._held[key] = list(dets)[:_MAX_HELD]
+        if len(self._held) > _MAX_TAGS:
+            self._held.popitem(last=False)
+
     def tag_all(self, dets: Iterable[Detection], session: str | None, signal: int = SPANS) -> None:
         """Note the session of detections placed on another trace than their run's engine key
         (a grouped run's detections go on their real trace)."""

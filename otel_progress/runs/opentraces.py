@@ -48,8 +48,8 @@ NAME_CAP = 128  # characters of a span name kept in the lineage (plan nodes)
 class TraceState:
     """One open trace (see the module docstring)."""
 
-    __slots__ = ("calls", "complete_at", "cursor", "held", "held_bytes", "last_seen", "lineage", "marks", "names",
-                 "open", "pending", "reported", "runs", "seen", "size", "summarised", "trace_id")
+    __slots__ = ("calls", "complete_at", "continued", "cursor", "held", "held_bytes", "last_seen", "lineage", "marks",
+                 "names", "open", "pending", "reported", "runs", "seen", "size", "summarised", "trace_id")
 
     def __init__(self, trace_id: str, max_spans: int, now: float, hold: bool = True) -> None:
         self.trace_id = trace_id
@@ -70,6 +70,14 @@ class TraceState:
         self.open: dict[str, int] = {}  # unknown ancestor -> what it was taken for (.provisional)
         self.reported: set[tuple[Any, ...]] = set()
         self.summarised: set[str] = set()
+        self.continued = False  # continued from another process's state (.carry)
+
+    def __setstate__(self, state: Any) -> None:
+        """(Read back from a state written before ``continued`` existed, or by this class.)"""
+        self.continued = False
+        for part in state if isinstance(state, tuple) else (state,):
+            for name, value in (part or {}).items():
+                setattr(self, name, value)
 
     def estimate(self) -> int:
         """Estimated bytes held for this trace (here and in the engine)."""
@@ -89,13 +97,20 @@ class TraceState:
         """Whether ``det`` is reported: not if it was, on the same span, or if the same run
         had a detection at the same turn (an analysis again with late spans may place it on
         another span of the step, or find the step's loop by another signal first: a
-        streamed detection is not taken back, and a turn is reported once)."""
+        streamed detection is not taken back, and a turn is reported once). In a trace
+        continued from another process's state (:mod:`.carry`) a detection is identified
+        by ``(run, reason, level)`` as well: a level announced for the run before the
+        hand-off is not announced again."""
         on_span = (det.span_id, det.reason.value, det.scope.value)
         at_turn = (det.run_id, det.scope.value, det.turn)
+        announced = ("announced", det.run_id, det.reason.value, int(det.level))
         if on_span in self.reported or at_turn in self.reported:
             return False
+        if self.continued and announced in self.reported:
+            return False  # (a level another process announced for the run: once across replicas)
         self.reported.add(on_span)
         self.reported.add(at_turn)
+        self.reported.add(announced)
         return True
 
 
@@ -198,6 +213,21 @@ class OpenTraces:
         st.size = st.estimate()
         self._held += st.size
         return st, reopened
+
+    def adopt(self, st: TraceState) -> None:
+        """Hold ``st`` (a trace's state carried from another process, its times already in
+        this process's clock) in place of what is held of its id."""
+        old = self.traces.pop(st.trace_id, None)
+        if old is not None:
+            self._holding.pop(st.trace_id, None)
+            self._held -= old.size
+        self.closed.pop(st.trace_id, None)
+        st.size = st.estimate()
+        self._held += st.size
+        self.traces[st.trace_id] = st
+        if st.complete_at is not None:
+            self._completing.append((st.complete_at, st.trace_id))
+        self._sync_budget()
 
     def mark_complete(self, st: TraceState, now: float) -> None:
         """The trace's root span arrived: it closes ``close_delay`` after its last span."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..model.version import __version__
 from .options import ServiceConfig
 
-__all__ = ["startup_message"]
+__all__ = ["redact_url", "startup_message"]
 
 
 def startup_message(cfg: ServiceConfig, *, port: int, token_required: bool, run_ttl: float,
@@ -52,4 +52,20 @@ def startup_message(cfg: ServiceConfig, *, port: int, token_required: bool, run_
     lines.append(f"  state: at most {cfg.max_traces} traces and {cfg.max_state_mib} MiB,"
                  f" idle TTL {cfg.trace_ttl:g}s,"
                  f" closed {cfg.close_delay:g}s after the root span")
+    if cfg.state_dir:
+        lines.append(f"  run state: checkpoint in {cfg.state_dir} on SIGTERM/SIGINT and every"
+                     f" {cfg.checkpoint_interval:g}s (at most {cfg.checkpoint_max_mib} MiB), read back on start")
+    if cfg.state_store:
+        lines.append(f"  run state: shared with the other replicas in {redact_url(cfg.state_store)}"
+                     " (written after each batch, read for traces another replica continued)")
     return "\n".join(lines)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (``scheme://user:password@host``) replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not sep or not at:
+        return url
+    user, colon, _password = creds.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"

@@ -28,9 +28,10 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 from google.protobuf.message import DecodeError
@@ -48,6 +49,9 @@ from .decode import Loc, MalformedRequest, decode_spans, lineage_spans, read_req
 from .metrics import ServiceMetrics
 from .otlp import SlimRequest, span_record
 from .ungrouped import UngroupedSpans
+
+if TYPE_CHECKING:
+    from .state import StateKeeper
 
 __all__ = ["BatchDetector", "BatchResult", "MalformedRequest", "Placement"]
 
@@ -177,6 +181,8 @@ class BatchDetector:
         self._next_ticket = 0
         self._pending: dict[int, frozenset[bytes] | None] = {}  # ticket -> its trace ids (None: not read yet)
         self.order_wait = 1.0
+        #: checkpoints and the hand-off store (:mod:`.state`), when configured
+        self.keeper: StateKeeper | None = None
         self._engine_evicted = engine.stats.traces_evicted
         self._engine_late = engine.stats.late_calls
         self.metrics.gauge_callback("progress.service.state.traces", lambda: len(self.traces.traces))
@@ -273,7 +279,13 @@ class BatchDetector:
         traces at a time under the lock; where the detections go."""
         placements: list[Placement] = []
         chunks = _chunks(items)
+        keeper = self.keeper
+        touched = [it.record.trace_id for it in items] if keeper is not None and keeper.store is not None else None
+        incoming = keeper.fetch(touched) if touched else ()
+        outgoing: list[tuple[str, int, bytes]] = []
         with self._lock:
+            if incoming:
+                keeper.adopt(self.traces, incoming)  # type: ignore[union-attr]
             for n, chunk in enumerate(chunks):
                 if n and self._lock.waiting():
                     self._lock.release()  # let a request of other traces in, then queue again
@@ -285,6 +297,10 @@ class BatchDetector:
                 self._batches[digest] = tuple(placements)
                 while len(self._batches) > self._max_batches:
                     self._batches.popitem(last=False)
+            if touched:
+                outgoing = keeper.collect(self.traces, touched)  # type: ignore[union-attr]
+        if outgoing:
+            keeper.publish(outgoing)  # type: ignore[union-attr]
         result.placements = placements
         return result
 
@@ -300,6 +316,12 @@ class BatchDetector:
         if found:
             self.metrics.add("progress.service.detections.detached", len(found))
         return found
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the state still (no request, no maintenance) for the ``with`` block."""
+        with self._lock:
+            yield
 
     def known_traces(self, limit: int = 100_000) -> dict[str, list[str]]:
         """Trace ids held in state and recently closed (for ``/traces`` and debugging)."""

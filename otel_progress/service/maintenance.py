@@ -4,7 +4,8 @@ It closes and evicts the traces due (:meth:`.detector.BatchDetector.maintain`; t
 detections, having no request to go in, are sent as log records when detection records
 are on), ends the log runs idle for the run TTL (their findings go to the logs tap), and
 probes the downstream whenever no forward has told for ``--forward-probe-interval``
-seconds, so that readiness follows it without traffic (:class:`.downstream.DownstreamState`).
+seconds, so that readiness follows it without traffic (:class:`.downstream.DownstreamState`),
+and writes a checkpoint every ``--checkpoint-interval`` seconds (:mod:`.state`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .detector import BatchDetector
 from .logs import LogsDetector
 from .metrics import ServiceMetrics
 from .outputs import Outputs
+from .state import StateKeeper
 
 __all__ = ["Maintenance"]
 
@@ -27,11 +29,12 @@ class Maintenance:
     (``progress.service.errors``) and logged; the thread goes on."""
 
     def __init__(self, detector: BatchDetector, logs: LogsDetector, outputs: Outputs,
-                 metrics: ServiceMetrics) -> None:
+                 metrics: ServiceMetrics, keeper: StateKeeper | None = None) -> None:
         self._detector = detector
         self._logs = logs
         self._outputs = outputs
         self._metrics = metrics
+        self._keeper = keeper
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -62,3 +65,5 @@ class Maintenance:
         if ended.added and outputs.logs_tap is not None:
             outputs.logs_tap.submit(self._logs.findings_request(ended))
         outputs.probe_downstream()
+        if self._keeper is not None:
+            self._keeper.tick(self._detector)  # (a checkpoint every --checkpoint-interval)

@@ -109,6 +109,24 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("progress.service.state.bytes", "gauge", "By",
               "Estimated bytes of the state held, traces and log runs (what --max-state-mib bounds)."),
     MetricDef("progress.service.state.log_runs", "gauge", "1", "Runs of log input held."),
+    MetricDef("progress.service.state.continued", "counter", "1",
+              "Open traces continued from state another process wrote, by source: checkpoint (--state-dir, at"
+              " start) or store (--state-store, a trace another replica held)."),
+    MetricDef("progress.service.state.stored", "counter", "1",
+              "Trace states written to the state store (--state-store), one per trace a batch touched."),
+    MetricDef("progress.service.state.busy", "counter", "1",
+              "Traces of a batch still marked as being evaluated by another replica after waiting a second for"
+              " it (--state-store): evaluated with the state read then."),
+    MetricDef("progress.service.state.stale", "counter", "1",
+              "Trace states not written to the store because another replica wrote the trace since this one"
+              " read it (--state-store): the newer one is kept, and read before this replica's next batch of it."),
+    MetricDef("progress.service.state.checkpoints", "counter", "1", "Checkpoints written (--state-dir)."),
+    MetricDef("progress.service.state.ignored", "counter", "1",
+              "Checkpoints and store entries ignored (corrupt, or written by another version, hash seed or"
+              " digest key: an empty start for them), by source: checkpoint or store."),
+    MetricDef("progress.service.state.errors", "counter", "1",
+              "State that could not be written or read, by op: read, write (the store could not be reached,"
+              " or a state could not be written) or checkpoint (the file could not be written)."),
     MetricDef("progress.service.forward.failures", "counter", "1",
               "Forwards to the downstream endpoint that failed, by gRPC code and outcome (retry: answered"
               " UNAVAILABLE, the sender retries; permanent: answered with the downstream's code, dropped)."),

@@ -68,6 +68,10 @@ class ServiceConfig:
     batch_cache: int = 4096
     max_state_mib: int = 384
     drain_timeout: float = 10.0
+    state_dir: str = ""
+    checkpoint_interval: float = 10.0
+    checkpoint_max_mib: int = 64
+    state_store: str = field(default="", repr=False)  # (may hold a password)
     service_name: str = "otel-progress"
     instance_id: str = ""
     config: str = ""
@@ -107,6 +111,13 @@ class ServiceConfig:
         for name in ("retry_after", "close_delay", "merge_window", "drain_timeout"):
             if getattr(self, name) < 0:
                 raise ServiceConfigError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if self.checkpoint_interval <= 0:
+            raise ServiceConfigError(f"checkpoint_interval: must be > 0, got {self.checkpoint_interval!r}")
+        if self.checkpoint_max_mib < 1:
+            raise ServiceConfigError(f"checkpoint_max_mib: must be >= 1, got {self.checkpoint_max_mib!r}")
+        if self.state_store and not self.state_store.startswith(("redis://", "rediss://", "unix://")):
+            raise ServiceConfigError("state_store: expected redis://HOST:PORT/DB (or rediss://, unix://),"
+                                     f" got {self.state_store.partition('://')[0] or 'no'} scheme")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ServiceConfigError("tls_cert and tls_key: give both (or neither)")
         if self.tls_client_ca and not self.tls_cert:
@@ -231,6 +242,16 @@ OPTIONS: tuple[_Opt, ...] = (
     _Opt("batch_cache", "digests of answered requests remembered, for retries (default 4096; 0: off)", "N"),
     _Opt("drain_timeout", "seconds to drain on SIGTERM/SIGINT: finish requests in flight, then send the tap"
          " findings queued (what is left is dropped, counted and logged) (default 10)", "SECONDS"),
+    _Opt("state_dir", "directory of this replica's checkpoint of its open runs (engine state, escalation"
+         " level, what was reported), written after the SIGTERM/SIGINT drain and every --checkpoint-interval"
+         " seconds, read back on start; one directory per replica (a StatefulSet volume) (default: none, state"
+         " in memory only)", "DIR"),
+    _Opt("checkpoint_interval", "seconds between checkpoints in --state-dir (default 10)", "SECONDS"),
+    _Opt("checkpoint_max_mib", "largest checkpoint, MiB: the most recently used traces are written first,"
+         " the rest left out (default 64)", "MIB"),
+    _Opt("state_store", "Redis/Valkey URL (redis://HOST:PORT/DB) where the replicas share the state of"
+         " their open runs, so that the replica a trace moves to continues it (needs the 'store' extra)"
+         " (default: none)", "URL"),
     _Opt("service_name", "service.name of the service's own telemetry (default otel-progress)", "NAME"),
     _Opt("instance_id", "service.instance.id of the service's own telemetry (default: host:pid)", "ID"),
     _Opt("config", "engine config file (JSON/YAML), as OTEL_PROGRESS_CONFIG", "FILE"),

@@ -5,17 +5,25 @@ the service, the start-up message, and SIGTERM/SIGINT draining the service (see
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
+import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from ..engine.config import ConfigError
 from .options import ServiceConfig, ServiceConfigError
 from .server import ProgressService
 
-__all__ = ["run_serve"]
+_log = logging.getLogger("otel_progress.service")
+
+__all__ = ["hash_seed", "pin_hash_seed", "run_serve"]
+
+#: The hash seed of ``serve`` with run state and no digest key (see :func:`hash_seed`).
+DEFAULT_HASH_SEED = 271828
 
 
 def _configure_logging(level: str) -> None:
@@ -33,6 +41,39 @@ def _tune_gc() -> None:
     the objects of start-up (modules, classes) are frozen out of every collection."""
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
+
+
+def hash_seed(environ: Mapping[str, str]) -> int:
+    """The ``PYTHONHASHSEED`` of a ``serve`` process that keeps run state: derived from the
+    digest key (``OTEL_PROGRESS_DIGEST_KEY``), so that replicas configured alike agree and
+    the seed is as secret as the key; :data:`DEFAULT_HASH_SEED` without a key."""
+    key = environ.get("OTEL_PROGRESS_DIGEST_KEY", "")
+    if not key:
+        return DEFAULT_HASH_SEED
+    digest = hashlib.sha256(b"otel-progress hash seed v1\x00" + key.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big") % 4294967295 + 1
+
+
+def pin_hash_seed(config: ServiceConfig, environ: Mapping[str, str] | None = None) -> None:
+    """Run state (``--state-dir``, ``--state-store``) is only meaningful to a process with
+    the same hash seed (the engine's digests are Python's ``hash()``): unless
+    ``PYTHONHASHSEED`` is set to a number already, the process starts itself again, with
+    the same arguments and :func:`hash_seed`. Only a process started as ``serve`` does so
+    (in another, a warning says that its state is its own)."""
+    if not (config.state_dir or config.state_store):
+        return
+    env = dict(os.environ if environ is None else environ)
+    if env.get("PYTHONHASHSEED", "").strip().isdigit():
+        return
+    argv = list(getattr(sys, "orig_argv", []))
+    if "serve" not in argv[1:]:
+        _log.warning("otel-progress: PYTHONHASHSEED is not set: the run state this process writes can be"
+                     " continued only by itself")
+        return
+    env["PYTHONHASHSEED"] = str(hash_seed(env))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *argv[1:]], env)
 
 
 def run_serve(config: ServiceConfig) -> int:

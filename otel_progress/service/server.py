@@ -38,6 +38,7 @@ from .options import ServiceConfig, ServiceConfigError
 from .otlp import ExportTraceServiceResponse
 from .outputs import Outputs
 from .rpc import ExportCall, Handler
+from .state import Checkpoints, RedisStore, StateKeeper
 
 __all__ = ["ProgressService"]
 
@@ -68,6 +69,8 @@ class ProgressService:
             trace_ttl=cfg.trace_ttl, close_delay=cfg.close_delay, merge_window=cfg.merge_window,
             batch_cache=cfg.batch_cache, max_state_bytes=cfg.max_state_mib * 1024 * 1024, model=model, budget=budget,
         )
+        self.keeper = self._state_keeper(cfg, engine_config)
+        self.detector.keeper = self.keeper
         # A coding agent's run ends when idle for the engine's run TTL (a user's approval or a
         # long model turn can pause a run for minutes), or at its session's end event.
         self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget,
@@ -91,6 +94,35 @@ class ProgressService:
         admission = self._admission
         self.metrics.gauge_callback("progress.service.inflight", lambda: admission.inflight)
 
+    def _state_keeper(self, cfg: ServiceConfig, engine_config: Config) -> StateKeeper | None:
+        """Checkpoints and the hand-off store (:mod:`.state`), when asked for."""
+        if not cfg.state_dir and not cfg.state_store:
+            return None
+        checkpoints = Checkpoints(cfg.state_dir, cfg.checkpoint_max_mib * 1024 * 1024) if cfg.state_dir else None
+        store = (RedisStore(cfg.state_store, max(cfg.trace_ttl, engine_config.run_ttl_seconds))
+                 if cfg.state_store else None)
+        return StateKeeper(self.engine.state_codec(), self.metrics, checkpoints=checkpoints,
+                           interval=cfg.checkpoint_interval, store=store)
+
+    def _start_state(self) -> None:
+        """Restore the checkpoint and reach the store (before serving)."""
+        keeper = self.keeper
+        if keeper is None:
+            return
+        if not keeper.codec.keyed:
+            _log.warning("otel-progress: no digest key (OTEL_PROGRESS_DIGEST_KEY): run state written to %s is"
+                         " checked for integrity but not authenticated; keep it where only the replicas can"
+                         " write", "the store" if keeper.store is not None else "the checkpoint")
+        if keeper.checkpoints is not None:
+            keeper.checkpoints.ensure()
+            keeper.restore(self.detector)
+        if keeper.store is not None:
+            try:
+                keeper.store.ping()
+            except keeper.store.errors as exc:
+                _log.warning("otel-progress: the state store %s cannot be reached yet (%s: %s); runs are"
+                             " continued from it once it can", keeper.store.url, type(exc).__name__, exc)
+
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self) -> ProgressService:
@@ -98,6 +130,7 @@ class ProgressService:
         ``self``. Raises :class:`.options.ServiceConfigError` when an address cannot be
         listened on or the TLS files cannot be read."""
         cfg = self.config
+        self._start_state()
         outputs = self._outputs = Outputs(cfg, self.metrics, self._lines, self._metrics_request)
         self._traces = TraceHandler(cfg, self.detector, outputs, self.metrics, self._lines)
         self._logs_handler = LogsHandler(cfg, self.logs, outputs, self.metrics, self._lines)
@@ -118,7 +151,7 @@ class ProgressService:
             self._health.start()
         server.start()
         outputs.probe_downstream(when_due=False)  # ready only once the downstream is reached
-        self._maintenance = Maintenance(self.detector, self.logs, outputs, self.metrics)
+        self._maintenance = Maintenance(self.detector, self.logs, outputs, self.metrics, self.keeper)
         self._maintenance.start()
         self._ready = True
         return self
@@ -165,6 +198,10 @@ class ProgressService:
             self._server.stop(grace).wait(grace + 5)
         if self._maintenance is not None:
             self._maintenance.stop(2.0)
+        if self.keeper is not None:
+            self.keeper.checkpoint(self.detector)  # (after the drain: nothing changes the state any more)
+            if self.keeper.store is not None:
+                self.keeper.store.close()
         if self._outputs is not None:
             self._outputs.shutdown(deadline)
         if self._health is not None:

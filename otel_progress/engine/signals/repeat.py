@@ -38,6 +38,15 @@ class _Keys(array):  # type: ignore[type-arg]
     def __init__(self, typecode: str) -> None:
         self.results: tuple[int | None, int | None] = (None, None)
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Written with its slot (an array's own pickling keeps only its items): run state
+        outlives its process (engine/snapshot.py)."""
+        return type(self), (self.typecode,), (self.tobytes(), self.results)
+
+    def __setstate__(self, state: tuple[bytes, tuple[int | None, int | None]]) -> None:
+        self.frombytes(state[0])
+        self.results = state[1]
+
 
 def _step_result(step: Step) -> int | None:
     facts = step.facts

@@ -1,0 +1,97 @@
+"""One open trace of ``otel-progress serve`` carried to another process: what a replica
+knows of it, taken out of a :class:`~.traces.TraceTable` and put into another one.
+
+A :class:`TraceBundle` holds, for one trace id, everything its continuation needs:
+
+* the engine's state of the trace and its runs (:class:`otel_progress.engine.tables.TraceState`:
+  evidence, windows, escalation level, the loop last announced);
+* the service's state of the trace (:class:`~.opentraces.TraceState`): the lineage, the
+  span ids seen with the detections placed on them (retries), what was reported
+  (``reported``: by span, by turn and by ``(run, reason, level)``), the detections waiting
+  for their run's agent span, the provisional runs' guesses;
+* the run model's tags and held-back detections of the trace's runs.
+
+The spans held for the merge window are not carried (they are the spans' bytes, the bulk
+of a trace's state): a late span after a hand-off is replayed as it comes. Of the span ids
+a trace remembers (its lineage, the spans seen for retries, with the detections placed on
+them), the :data:`CARRIED_SPANS` latest are carried, and the ancestors of those in the
+lineage (agents, plan nodes): a retried batch older than that is detected as new (the
+engine's own record of a run's latest span ids still drops its calls), and a span whose
+parent was forgotten joins a provisional run until its ancestor arrives. Times are
+carried as ages (seconds before the export), since each process has its own monotonic
+clock. A continued trace is marked ``continued``: a detection whose ``(run, reason,
+level)`` was announced before is never announced again (:meth:`~.opentraces.TraceState.first_report`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from .traces import TraceTable
+
+__all__ = ["CARRIED_SPANS", "TraceBundle", "export_trace", "import_trace"]
+
+#: Span ids carried per trace (the latest; and in the lineage, their ancestors).
+CARRIED_SPANS = 64
+
+
+@dataclass
+class TraceBundle:
+    """What one process knew of one open trace (see the module docstring)."""
+
+    trace_id: str
+    service: Any  # runs.opentraces.TraceState (held spans dropped)
+    engine: Any = None  # engine.tables.TraceState, or None (no tool call yet)
+    idle: float = 0.0  # seconds since the trace's latest span
+    complete_age: float | None = None  # seconds since its root span arrived (None: not yet)
+    engine_idle: float = 0.0
+    tags: list[tuple[tuple[str, str], tuple[str, int]]] = field(default_factory=list)
+    held: list[tuple[tuple[str, str], list[Any]]] = field(default_factory=list)
+
+
+def export_trace(table: TraceTable, trace_id: str, now: float | None = None) -> TraceBundle | None:
+    """The bundle of an open trace of ``table`` (None: not open). The objects are the live
+    ones (the engine's, the run model's): write them out before the table changes."""
+    now = time.monotonic() if now is None else now
+    st = table.open.traces.get(trace_id)
+    if st is None:
+        return None
+    service = copy.copy(st)
+    service.held, service.held_bytes, service.size = None, 0, 0
+    service.lineage = st.lineage.trimmed(CARRIED_SPANS)
+    seen = st.seen
+    service.seen = OrderedDict((sid, seen[sid]) for sid in reversed(list(islice(reversed(seen), CARRIED_SPANS))))
+    engine = table.engine.trace_state(trace_id)
+    model = table.model
+    tags = [(k, v) for k, v in model.tags_of(trace_id)]
+    held = [(k, v) for k, v in model.held_of(trace_id)]
+    return TraceBundle(
+        trace_id=trace_id, service=service, engine=engine, idle=max(0.0, now - st.last_seen),
+        complete_age=None if st.complete_at is None else max(0.0, now - st.complete_at),
+        engine_idle=0.0 if engine is None else max(0.0, now - engine.last_seen), tags=tags, held=held)
+
+
+def import_trace(table: TraceTable, bundle: TraceBundle, now: float | None = None) -> None:
+    """Continue ``bundle``'s trace in ``table``, replacing what the table held of it (its
+    detections are not reported again: the replaced state is dropped, not ended)."""
+    now = time.monotonic() if now is None else now
+    st = bundle.service
+    st.held, st.held_bytes = None, 0
+    st.last_seen = now - bundle.idle
+    st.complete_at = None if bundle.complete_age is None else now - bundle.complete_age
+    st.continued = True
+    table.open.adopt(st)
+    engine = table.engine
+    if bundle.engine is not None:
+        engine.adopt_trace(bundle.engine, bundle.engine_idle, now)
+    elif engine.trace_state(bundle.trace_id) is not None:
+        engine.end_trace(bundle.trace_id)
+    for key, tag in bundle.tags:
+        table.model.tag(key[0], key[1], tag[0], tag[1])
+    for key, dets in bundle.held:
+        table.model.hold(key, dets)

@@ -1,0 +1,433 @@
+"""Run state that outlives a ``serve`` process: checkpoints and the hand-off store.
+
+What a replica knows of each open trace (the engine's state of its runs, their escalation
+level, what was reported and placed: :class:`~otel_progress.runs.carry.TraceBundle`) is
+written with the engine's codec (:mod:`otel_progress.engine.snapshot`: a fingerprint of
+the writer, an HMAC, a restricted pickle) to
+
+* a **checkpoint file** in ``--state-dir`` (:class:`Checkpoints`): on SIGTERM/SIGINT
+  after the drain, and every ``--checkpoint-interval`` seconds, the most recently used
+  traces first up to ``--checkpoint-max-mib``; read back on start;
+* a **store** shared by the replicas, ``--state-store redis://host:port/db``
+  (:class:`RedisStore`, Redis or Valkey): after each batch, the state of the traces it
+  touched (one transaction, with the run TTL as expiry); before a batch is evaluated,
+  the replica marks its traces as being evaluated and reads their generations (one
+  round trip), waits (up to :data:`BUSY_WAIT`) for the traces another replica is
+  evaluating at that moment, and reads the state of those whose stored generation is
+  newer than what it holds (it never saw them, or another replica continued them since:
+  one more ``MGET``) and continues them from there.
+
+A checkpoint or entry that is corrupt, or written by another version, hash seed or digest
+key, is a warning and an empty start (that trace, or the whole checkpoint), never a
+failure; a store that cannot be reached is a warning (rate limited), counted, and the
+batch is evaluated with what the replica holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..engine.snapshot import StateCodec, StateError
+from ..runs.carry import TraceBundle, export_trace, import_trace
+from .describe import redact_url
+from .metrics import ServiceMetrics
+from .options import ServiceConfigError
+
+if TYPE_CHECKING:
+    from ..runs.traces import TraceTable
+
+__all__ = ["CHECKPOINT_NAME", "Checkpoints", "RedisStore", "StateKeeper"]
+
+_log = logging.getLogger("otel_progress.service")
+
+CHECKPOINT_NAME = "otel-progress-state.bin"
+_MAX_GENERATIONS = 200_000
+_CHECKPOINT_CHUNK = 32  # traces written per hold of the detector's lock
+#: How long a replica's mark on a trace it evaluates lasts (cleared by its write), ms.
+BUSY_MS = 2000
+#: How long a replica waits for another's mark on a trace of its batch to clear, s.
+BUSY_WAIT = 1.0
+
+
+class _Warn:
+    """A warning logged at most once per ``every`` seconds per key (the rest counted)."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        self.every = every
+        self._last: dict[str, float] = {}
+
+    def __call__(self, key: str, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) >= self.every:
+            self._last[key] = now
+            _log.warning(message, *args)
+
+
+#: The conditional write of one trace's state (see :meth:`RedisStore.put`).
+_PUT = """
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+redis.call('DEL', KEYS[3])
+if cur ~= 0 and cur ~= tonumber(ARGV[2]) then return -cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+local g = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return g
+"""
+
+
+class RedisStore:
+    """The hand-off store: Redis or Valkey through redis-py (the ``store`` extra).
+
+    Keys: ``<prefix>g:<trace id>`` (the generation of the trace's state, an integer) and
+    ``<prefix>s:<trace id>`` (the state), both expiring ``ttl`` seconds after their write.
+    Every call raises ``OSError`` or redis-py's errors on a store that cannot be reached
+    (the caller counts and logs them)."""
+
+    def __init__(self, url: str, ttl: float, prefix: str = "otel-progress:", timeout: float = 1.0) -> None:
+        try:
+            import redis
+        except ImportError as exc:
+            raise ServiceConfigError("state_store: needs the Redis client (redis-py): pip install"
+                                     " 'otel-progress[store]'") from exc
+        try:
+            self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        except ValueError as exc:
+            raise ServiceConfigError(f"state_store: cannot use {redact_url(url)!r}: {exc}") from exc
+        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.url = redact_url(url)  # (for messages: without its password)
+        self.ttl_ms = max(1000, int(ttl * 1000))
+        self.prefix = prefix
+        self._put = self._client.register_script(_PUT)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}".encode()
+
+    def ping(self) -> None:
+        """Reach the store once (raises when it cannot be reached)."""
+        self._client.ping()
+
+    def claim(self, trace_ids: Sequence[str]) -> tuple[list[int], list[bool]]:
+        """Mark the traces as being evaluated by this replica (``<prefix>b:<trace id>``,
+        expiring after :data:`BUSY_MS` unless :meth:`put` clears it first) and read their
+        generations, in one round trip. Returns the generations (0: none) and, per trace,
+        whether another replica is evaluating it now (then it is not marked)."""
+        if not trace_ids:
+            return [], []
+        pipe = self._client.pipeline(transaction=False)
+        pipe.mget([f"{self.prefix}g:{t}" for t in trace_ids])
+        for t in trace_ids:
+            pipe.set(f"{self.prefix}b:{t}", self.owner, nx=True, px=BUSY_MS)
+            pipe.get(f"{self.prefix}b:{t}")
+        results = pipe.execute()
+        gens = []
+        for v in results[0]:
+            try:
+                gens.append(int(v) if v is not None else 0)
+            except ValueError:
+                gens.append(0)
+        busy = [not results[1 + 2 * i] and results[2 + 2 * i] not in (None, self.owner) for i in range(len(trace_ids))]
+        return gens, busy
+
+    def states(self, trace_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored state of each trace (None: none)."""
+        return list(self._client.mget([f"{self.prefix}s:{t}" for t in trace_ids])) if trace_ids else []
+
+    def put(self, entries: Sequence[tuple[str, int, bytes]]) -> list[int]:
+        """Write ``(trace id, generation read, state)`` entries in one round trip, each
+        only if the stored generation is still the one this state was based on (or there
+        is none): then the state, its generation ``INCR``ed and the mark cleared change
+        together (a script). Returns per entry the new generation, or 0 when another
+        replica wrote the trace since (this state is stale: not written)."""
+        pipe = self._client.pipeline(transaction=False)
+        for trace_id, expected, data in entries:
+            self._put(keys=[f"{self.prefix}s:{trace_id}", f"{self.prefix}g:{trace_id}", f"{self.prefix}b:{trace_id}"],
+                      args=[data, expected, self.ttl_ms], client=pipe)
+        return [max(0, int(r)) for r in pipe.execute()]
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class Checkpoints:
+    """The checkpoint file of ``--state-dir`` (written whole, then renamed into place)."""
+
+    def __init__(self, directory: str, max_bytes: int) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, CHECKPOINT_NAME)
+        self.max_bytes = max_bytes
+
+    def ensure(self) -> None:
+        """Create the directory; raises :class:`ServiceConfigError` when it cannot be written."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            probe = os.path.join(self.directory, f".{CHECKPOINT_NAME}.probe")
+            with open(probe, "wb"):
+                pass
+            os.unlink(probe)
+        except OSError as exc:
+            raise ServiceConfigError(f"state_dir: cannot write to {self.directory}: {exc.strerror or exc}") from exc
+
+    def write(self, data: bytes) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def read(self) -> bytes | None:
+        try:
+            with open(self.path, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+
+class StateKeeper:
+    """Checkpoints and hand-off for one service's trace table (see the module docstring).
+
+    The detector calls :meth:`fetch` (outside its lock) and :meth:`adopt` (inside) before a
+    batch, :meth:`collect` (inside) and :meth:`publish` (outside) after it; the maintenance
+    thread calls :meth:`tick`; the service :meth:`restore` at start and :meth:`checkpoint`
+    after its drain."""
+
+    def __init__(self, codec: StateCodec, metrics: ServiceMetrics, *, checkpoints: Checkpoints | None = None,
+                 interval: float = 10.0, store: RedisStore | None = None) -> None:
+        self.codec = codec
+        self.metrics = metrics
+        self.checkpoints = checkpoints
+        self.interval = interval
+        self.store = store
+        self._generations: OrderedDict[str, int] = OrderedDict()
+        self._next_checkpoint = time.monotonic() + interval
+        self._warn = _Warn()
+
+    # -- the store -------------------------------------------------------------------
+
+    def _generation(self, trace_id: str) -> int:
+        return self._generations.get(trace_id, 0)
+
+    def _set_generation(self, trace_id: str, gen: int) -> None:
+        gens = self._generations
+        gens[trace_id] = gen
+        gens.move_to_end(trace_id)
+        if len(gens) > _MAX_GENERATIONS:
+            gens.popitem(last=False)
+
+    def fetch(self, trace_ids: Iterable[str]) -> list[tuple[TraceBundle, int]]:
+        """The stored states newer than this replica's, of a batch's traces (read before
+        the batch is evaluated), with their generations."""
+        store = self.store
+        if store is None:
+            return []
+        ids = list(dict.fromkeys(trace_ids))
+        try:
+            gens, busy = store.claim(ids)
+            deadline = time.monotonic() + BUSY_WAIT
+            while any(busy) and time.monotonic() < deadline:
+                # Another replica is evaluating some of these traces (a ring change while
+                # it holds a batch of theirs): wait for its write, then read again.
+                time.sleep(0.02)
+                waiting = [i for i, b in enumerate(busy) if b]
+                again, still = store.claim([ids[i] for i in waiting])
+                for i, g, b in zip(waiting, again, still, strict=True):
+                    gens[i], busy[i] = g, b
+            if any(busy):
+                self.metrics.add("progress.service.state.busy", sum(busy))
+            newer = [(t, g) for t, g in zip(ids, gens, strict=True) if g > self._generation(t)]
+            if not newer:
+                return []
+            states = store.states([t for t, _g in newer])
+        except store.errors as exc:
+            self._store_failed("read", exc)
+            return []
+        out: list[tuple[TraceBundle, int]] = []
+        for (trace_id, gen), data in zip(newer, states, strict=True):
+            if data is None:
+                continue
+            bundle = self._decode(data, f"store entry of trace {trace_id}")
+            if isinstance(bundle, TraceBundle) and bundle.trace_id == trace_id:
+                out.append((bundle, gen))
+            elif bundle is not None:
+                self._foreign("store", f"store entry of trace {trace_id}: not a trace state")
+        return out
+
+    def adopt(self, table: TraceTable, incoming: Sequence[tuple[TraceBundle, int]]) -> None:
+        """Continue the traces read by :meth:`fetch` (under the detector's lock)."""
+        now = time.monotonic()
+        for bundle, gen in incoming:
+            if gen <= self._generation(bundle.trace_id):
+                continue  # (written by this replica meanwhile)
+            try:
+                import_trace(table, bundle, now)
+            except Exception as exc:  # a state that does not fit: start that trace afresh
+                self._foreign("store", f"store entry of trace {bundle.trace_id} cannot be continued: {exc!r}")
+                continue
+            self._set_generation(bundle.trace_id, gen)
+            self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
+
+    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, int, bytes]]:
+        """The state of the traces a batch touched, to :meth:`publish` (under the lock)."""
+        if self.store is None:
+            return []
+        now = time.monotonic()
+        out: list[tuple[str, int, bytes]] = []
+        for trace_id in dict.fromkeys(trace_ids):
+            bundle = export_trace(table, trace_id, now)
+            if bundle is None:
+                continue
+            try:
+                data = self.codec.dumps(bundle)
+            except StateError as exc:
+                self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
+                self._warn("encode", "otel-progress: the state of trace %s cannot be written: %s", trace_id, exc)
+                continue
+            out.append((trace_id, self._generation(trace_id), data))
+        return out
+
+    def publish(self, entries: Sequence[tuple[str, int, bytes]]) -> None:
+        """Write what :meth:`collect` returned (outside the lock; the requests of the same
+        traces wait for this one's end, so a replica's writes of a trace are in order)."""
+        if not entries or self.store is None:
+            return
+        try:
+            gens = self.store.put(entries)
+        except self.store.errors as exc:
+            self._store_failed("write", exc)
+            return
+        stale = 0
+        for (trace_id, _expected, _data), gen in zip(entries, gens, strict=True):
+            if gen:
+                self._set_generation(trace_id, gen)
+            else:
+                stale += 1  # (the next batch of the trace reads the newer state first)
+        if stale:
+            self.metrics.add("progress.service.state.stale", stale)
+        self.metrics.add("progress.service.state.stored", len(entries) - stale)
+
+    def _store_failed(self, op: str, exc: BaseException) -> None:
+        self.metrics.add("progress.service.state.errors", 1, {"op": op})
+        self._warn("store", "otel-progress: the state store %s cannot be reached (%s: %s); runs continue with"
+                   " what this replica holds", self.store.url if self.store else "", type(exc).__name__, exc)
+
+    # -- checkpoints -----------------------------------------------------------------
+
+    def tick(self, detector: Any, now: float | None = None) -> None:
+        """Write a checkpoint when ``interval`` seconds passed since the last one began
+        (or five times as long as the last one took, if that is longer)."""
+        if self.checkpoints is None:
+            return
+        now = time.monotonic() if now is None else now
+        if now >= self._next_checkpoint:
+            self.checkpoint(detector)
+            took = time.monotonic() - now
+            # (at most a fifth of the time spent writing checkpoints, however many traces)
+            self._next_checkpoint = now + max(self.interval, 5 * took)
+
+    def checkpoint(self, detector: Any) -> int:
+        """Write every open trace (the most recently used first, within the size bound)
+        to the checkpoint file; returns how many were written. The detector's lock is
+        held for a few traces at a time (each trace is consistent; the checkpoint as a
+        whole is not an instant: requests go on while it is written)."""
+        cp = self.checkpoints
+        if cp is None:
+            return 0
+        entries: list[bytes] = []
+        size, left_out = 0, 0
+        with detector.locked():
+            order = list(reversed(detector.traces.open.traces))  # (the most recently used first)
+        for start in range(0, len(order), _CHECKPOINT_CHUNK):
+            # A chunk of traces at a time under the detector's lock: each trace is written
+            # whole, and requests go on between chunks.
+            with detector.locked():
+                table = detector.traces
+                now = time.monotonic()
+                for trace_id in order[start:start + _CHECKPOINT_CHUNK]:
+                    if size >= cp.max_bytes:
+                        left_out += 1
+                        continue
+                    bundle = export_trace(table, trace_id, now)
+                    if bundle is None:
+                        continue  # (closed since)
+                    try:
+                        data = self.codec.dumps(bundle)
+                    except StateError:
+                        left_out += 1
+                        continue
+                    if size + len(data) > cp.max_bytes:
+                        left_out += 1
+                        continue
+                    size += len(data)
+                    entries.append(data)
+        try:
+            cp.write(self.codec.dumps({"written": time.time(), "entries": entries}))
+        except (OSError, StateError) as exc:
+            self.metrics.add("progress.service.state.errors", 1, {"op": "checkpoint"})
+            self._warn("checkpoint", "otel-progress: cannot write the checkpoint %s: %s", cp.path, exc)
+            return 0
+        self.metrics.add("progress.service.state.checkpoints")
+        if left_out:
+            self._warn("bound", "otel-progress: checkpoint %s holds %d traces; %d least recently used left out"
+                       " (--checkpoint-max-mib)", cp.path, len(entries), left_out)
+        return len(entries)
+
+    def restore(self, detector: Any) -> int:
+        """Continue the traces of the checkpoint file (at start); returns how many. A
+        corrupt or foreign checkpoint is a warning and an empty start."""
+        cp = self.checkpoints
+        if cp is None:
+            return 0
+        try:
+            data = cp.read()
+        except OSError as exc:
+            self._foreign("checkpoint", f"checkpoint {cp.path} cannot be read: {exc}")
+            return 0
+        if data is None:
+            return 0
+        snapshot = self._decode(data, f"checkpoint {cp.path}")
+        if snapshot is None:
+            return 0
+        if not isinstance(snapshot, dict) or not isinstance(snapshot.get("entries"), list):
+            self._foreign("checkpoint", f"checkpoint {cp.path}: not a checkpoint; starting empty")
+            return 0
+        try:
+            elapsed = max(0.0, time.time() - float(snapshot.get("written", time.time())))
+        except (TypeError, ValueError):
+            elapsed = 0.0
+        bundles = [b for d in snapshot["entries"] if isinstance(b := self._decode(d, "checkpoint entry"), TraceBundle)]
+        now = time.monotonic()
+        restored = 0
+        with detector.locked():
+            for bundle in reversed(bundles):  # (least recently used first)
+                bundle.idle += elapsed
+                bundle.engine_idle += elapsed
+                if bundle.complete_age is not None:
+                    bundle.complete_age += elapsed
+                try:
+                    import_trace(detector.traces, bundle, now)
+                except Exception as exc:
+                    self._foreign("checkpoint", f"checkpoint entry of trace {bundle.trace_id} cannot be"
+                                  f" continued: {exc!r}")
+                    continue
+                restored += 1
+        self.metrics.add("progress.service.state.continued", restored, {"source": "checkpoint"})
+        _log.info("otel-progress: restored %d open traces from %s", restored, cp.path)
+        return restored
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _decode(self, data: Any, what: str) -> Any:
+        try:
+            return self.codec.loads(data)
+        except StateError as exc:
+            self._foreign("checkpoint" if what.startswith("checkpoint") else "store",
+                          f"{what} is ignored ({type(exc).__name__}: {exc}); starting empty")
+            return None
+
+    def _foreign(self, source: str, message: str) -> None:
+        self.metrics.add("progress.service.state.ignored", 1, {"source": source})
+        self._warn(f"foreign:{source}", "otel-progress: %s", message)
