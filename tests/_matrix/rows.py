@@ -28,6 +28,29 @@ def load_script() -> ModuleType:
 
 
 SCENARIOS: tuple[str, ...] = tuple(load_script().SCENARIOS)
+#: The model's side of the loop (issue 29): run only by the set-ups whose ``setups.toml``
+#: lists them in ``model_scenarios``.
+MODEL_SCENARIOS: tuple[str, ...] = tuple(load_script().MODEL_SCENARIOS)
+#: What each model scenario must bring: the ``progress.reason`` of a detection, or None
+#: (the healthy twins: no span annotated).
+MODEL_EXPECTED: dict[str, str | None] = {
+    "text_loop": "text_repeat",
+    "text_healthy": None,
+    "reasoning_loop": "text_repeat",
+    "reasoning_healthy": None,
+    "unknown_tool": "unexecuted_repeat",
+    "unknown_tool_healthy": None,
+}
+#: The expectations that wait for issue 29's readers (inference spans' output content into
+#: ``ModelOutput``) and engine signals (``text_repeat``, ``unexecuted_repeat``): these rows
+#: are strict xfails with this reason, so the day the work lands they fail as XPASS and the
+#: entry must go. The healthy twins are not here: they pass now and must keep passing.
+AWAITING_ISSUE_29: dict[str, str] = {
+    "text_loop": "issue 29: text_repeat from inference spans' output content (readers + engine) not merged yet",
+    "reasoning_loop": "issue 29: text_repeat on exported reasoning (readers + engine) not merged yet",
+    "unknown_tool": "issue 29: unexecuted_repeat for a tool request never executed (readers + engine) not merged yet",
+}
+assert set(MODEL_EXPECTED) == set(MODEL_SCENARIOS)
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,7 @@ class MatrixSetup:
     works: bool = True
     reason: str = ""
     xfail: dict[str, str] = field(default_factory=dict)  # scenario -> defect
+    model_scenarios: tuple[str, ...] = ()  # issue 29's scenarios this set-up runs too
     min_tool_spans: int = 3
     timeout: float = 0.0
     notes: str = ""
@@ -66,7 +90,7 @@ S = TypeVar("S", bound=MatrixSetup)
 
 #: The keys of a ``[[setup]]`` table in both matrices.
 KEYS = frozenset({"name", "instrumentation", "env", "args", "status", "reason", "xfail", "min_tool_spans",
-                  "timeout", "notes"})
+                  "timeout", "notes", "model_scenarios"})
 
 
 def read_setup(cls: type[S], raw: Mapping[str, Any], where: Path, title: str, *, timeout: float,
@@ -90,7 +114,10 @@ def read_setup(cls: type[S], raw: Mapping[str, Any], where: Path, title: str, *,
     xfail = raw.get("xfail", {})
     if isinstance(xfail, str):
         xfail = dict.fromkeys(SCENARIOS, xfail)
-    if not isinstance(xfail, dict) or not set(xfail) <= set(SCENARIOS):
+    model_scenarios = raw.get("model_scenarios", [])
+    if not isinstance(model_scenarios, list) or not set(model_scenarios) <= set(MODEL_SCENARIOS):
+        raise SetupError(f"{where}: {raw['name']}: model_scenarios is a list of {MODEL_SCENARIOS}")
+    if not isinstance(xfail, dict) or not set(xfail) <= set(SCENARIOS) | set(model_scenarios):
         raise SetupError(f"{where}: {raw['name']}: xfail is a string or a table keyed by {SCENARIOS}")
     return cls(
         framework=where.parent.name,
@@ -102,6 +129,7 @@ def read_setup(cls: type[S], raw: Mapping[str, Any], where: Path, title: str, *,
         works=status == "works",
         reason=reason,
         xfail={str(k): str(v) for k, v in xfail.items()},
+        model_scenarios=tuple(str(m) for m in model_scenarios),
         min_tool_spans=int(raw.get("min_tool_spans", 3)),
         timeout=float(raw.get("timeout", timeout)),
         notes=str(raw.get("notes", "")),

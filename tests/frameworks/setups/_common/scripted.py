@@ -11,6 +11,22 @@ Scenarios (the same in every framework):
 - ``healthy``: six calls (orders and searches) that each return something new, then the
   answer.
 
+The model's side of the loop (issue 29; :data:`MODEL_SCENARIOS`, run only by the set-ups
+whose ``setups.toml`` lists them, since each needs a framework mechanism that sends the
+model back): a script of model moves (:func:`model_script`, :func:`model_move`), each a
+text, a reasoning, and/or a tool request, counted by the model responses already in the
+conversation:
+
+- ``text_loop``: the same text-only answer (no tool call) :data:`MODEL_LOOP_TURNS` times,
+  each rejected by the agent's own check and sent back, then an accepted answer;
+  ``text_healthy``: two different rejected answers, then the accepted one;
+- ``reasoning_loop``: the same reasoning with no text and no tool call, again and again
+  (the framework asks again), then the answer; ``reasoning_healthy``: different reasoning
+  each time, then the answer;
+- ``unknown_tool``: a request of :data:`UNKNOWN_TOOL` (no such tool) again and again, the
+  framework feeding back an error each time, then the answer; ``unknown_tool_healthy``:
+  the wrong name once, then ``lookup_order``, then the answer.
+
 An ``agent.py`` imports this with ``sys.path.insert(0, <this directory>)``; a framework that
 has its own test model (pydantic-ai's ``FunctionModel``, LangChain's fake chat models)
 plays :func:`script` through it, the others point their OpenAI client at
@@ -28,6 +44,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 SCENARIOS = ("loop", "empty_search", "healthy")
+MODEL_SCENARIOS = ("text_loop", "text_healthy", "reasoning_loop", "reasoning_healthy", "unknown_tool",
+                   "unknown_tool_healthy")
+ALL_SCENARIOS = SCENARIOS + MODEL_SCENARIOS
+MODEL_LOOP_TURNS = 6
 LOOP_TURNS = 8
 HEALTHY_TURNS = 6
 
@@ -111,6 +131,59 @@ def scenario_from_argv(argv: list[str] | None = None) -> str:
     if not argv or argv[0] not in SCENARIOS:
         raise SystemExit(f"usage: python agent.py {{{','.join(SCENARIOS)}}} [options]")
     return argv[0]
+
+
+# --- the model's side of the loop (issue 29) ----------------------------------------------
+
+#: The tool name the model requests in ``unknown_tool``: no agent has it.
+UNKNOWN_TOOL = "get_order_status"
+#: The text-only answer ``text_loop`` repeats: it names no order, so the agent's check
+#: (:func:`answer_accepted`) rejects it.
+LOOP_TEXT = "I am looking into your order now and will get back to you shortly."
+#: What the agent tells the model when it rejects an answer (``ModelRetry`` and the like).
+REJECTION = "The answer must name the order id (like A-17) and where it was shipped."
+LOOP_REASONING = "The user wants the order status. I should look the order up before answering."
+MODEL_FINAL = "Order A-17 has 2 items shipped to Berlin."
+
+
+def answer_accepted(text: str) -> bool:
+    """The agent's own check of a text answer in the ``text_*`` scenarios."""
+    return "A-17" in text and "Berlin" in text
+
+
+def model_script(scenario: str, turns: int = MODEL_LOOP_TURNS) -> list[dict[str, Any]]:
+    """The model's moves in ``scenario`` (one of :data:`MODEL_SCENARIOS`), in order, the last
+    being the final answer. A move is a dict with ``text`` (str or None), ``reasoning`` (str
+    or None) and ``tool`` (``(name, args)`` or None)."""
+
+    def move(text: str | None = None, reasoning: str | None = None,
+             tool: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        return {"text": text, "reasoning": reasoning, "tool": tool}
+
+    final = move(MODEL_FINAL)
+    if scenario == "text_loop":
+        return [move(LOOP_TEXT) for _ in range(turns)] + [final]
+    if scenario == "text_healthy":
+        return [move("Let me check that order for you."),
+                move("Your order A-17 exists; I am checking where it went."), final]
+    if scenario == "reasoning_loop":
+        return [move(reasoning=LOOP_REASONING) for _ in range(turns)] + [final]
+    if scenario == "reasoning_healthy":
+        return [move(reasoning="The user asks about an order."),
+                move(reasoning="Order A-17 is the one in the question; it shipped with DHL to Berlin."), final]
+    if scenario == "unknown_tool":
+        return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})) for _ in range(turns)] + [final]
+    if scenario == "unknown_tool_healthy":
+        return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})), move(tool=("lookup_order", {"order_id": "A-17"})),
+                final]
+    raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(MODEL_SCENARIOS)}")
+
+
+def model_move(scenario: str, responses: int) -> dict[str, Any]:
+    """The model's move after ``responses`` model responses in the conversation (the final
+    answer once the script is played)."""
+    moves = model_script(scenario)
+    return moves[min(responses, len(moves) - 1)]
 
 
 # --- the fake model servers --------------------------------------------------------------

@@ -3,6 +3,13 @@ which plays the scenario's script. Pydantic AI has no instrumentor entry point: 
 enable the OpenTelemetry spans with one line, ``Agent.instrument_all()``, on the global
 tracer provider (which ``opentelemetry-instrument`` configured).
 
+Issue 29's model scenarios (``text_*``, ``reasoning_*``, ``unknown_tool*``) play
+``scripted.model_script`` the way a user meets them: the agent's ``output_validator`` rejects
+an answer that names no order with ``ModelRetry`` (pydantic-ai sends it back), a
+thinking-only response is re-prompted by pydantic-ai itself, and a request of a tool the
+agent does not have is answered with pydantic-ai's "Unknown tool name" retry prompt; the
+retry budgets (``retries``, ``output_retries``) are raised so the script ends with its answer.
+
 Flags: ``--version N`` passes ``InstrumentationSettings(version=N)``; ``--openinference``
 also registers OpenInference's ``OpenInferenceSpanProcessor`` on the provider (one line,
 as openinference-instrumentation-pydantic-ai's docs say).
@@ -18,15 +25,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import scripted
 from opentelemetry import trace
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=scripted.SCENARIOS)
+    parser.add_argument("scenario", choices=scripted.ALL_SCENARIOS)
     parser.add_argument("--version", type=int, help="InstrumentationSettings(version=N); default: the library's")
     parser.add_argument("--openinference", action="store_true", help="register OpenInferenceSpanProcessor")
     args = parser.parse_args()
@@ -38,6 +53,18 @@ def main() -> None:
     Agent.instrument_all(InstrumentationSettings(version=args.version) if args.version else True)
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if args.scenario in scripted.MODEL_SCENARIOS:
+            responses = sum(isinstance(m, ModelResponse) for m in messages)
+            move = scripted.model_move(args.scenario, responses)
+            parts: list = []
+            if move["reasoning"]:
+                parts.append(ThinkingPart(move["reasoning"]))
+            if move["text"]:
+                parts.append(TextPart(move["text"]))
+            if move["tool"]:
+                name, call_args = move["tool"]
+                parts.append(ToolCallPart(name, call_args, tool_call_id=f"call_{responses}"))
+            return ModelResponse(parts=parts)
         done = sum(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts)
         step = scripted.next_step(args.scenario, done)
         if isinstance(step, str):
@@ -45,7 +72,15 @@ def main() -> None:
         name, call_args = step
         return ModelResponse(parts=[ToolCallPart(name, call_args, tool_call_id=f"call_{done}")])
 
-    agent = Agent(FunctionModel(model), name="support-agent", instructions="Answer using the tools.")
+    agent = Agent(FunctionModel(model), name="support-agent", instructions="Answer using the tools.",
+                  retries=scripted.MODEL_LOOP_TURNS + 2)
+
+    if args.scenario.startswith("text_"):
+        @agent.output_validator
+        def names_the_order(output: str) -> str:
+            if not scripted.answer_accepted(output):
+                raise ModelRetry(scripted.REJECTION)
+            return output
 
     @agent.tool_plain
     def lookup_order(order_id: str) -> str:
