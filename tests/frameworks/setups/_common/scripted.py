@@ -253,12 +253,14 @@ class FakeOpenAI(LocalServer):
     and parallel agents stay consistent), with one tool call or the final answer; streamed
     (``"stream": true``) or not. ``react=True`` answers in the ReAct text format
     (``Thought/Action/Action Input`` and ``Answer``), counting ``Observation`` lines.
-    ``step_of`` replaces the way the step is read from the messages.
+    ``step_of`` replaces the way the step is read from the messages. ``answer_key`` sends
+    a model scenario's text as the JSON object ``{answer_key: text}`` (a structured output).
     """
 
     def __init__(self, scenario: str, *, react: bool = False,
-                 step_of: Callable[[list[dict[str, Any]]], int] | None = None) -> None:
+                 step_of: Callable[[list[dict[str, Any]]], int] | None = None, answer_key: str = "") -> None:
         self.scenario = scenario
+        self.answer_key = answer_key
         self.react = react
         self.step_of = step_of or (_observations_in if react else _tool_results_in)
         super().__init__()
@@ -268,8 +270,24 @@ class FakeOpenAI(LocalServer):
         return f"{self.root}/v1"
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The assistant message for one request body."""
+        """The assistant message for one request body. In issue 29's scenarios
+        (:data:`MODEL_SCENARIOS`) the move is the request's rank (a reasoning-only turn need
+        not come back as an assistant message), ``reasoning_content`` carrying the reasoning
+        (as DeepSeek and vLLM send it)."""
         self.requests += 1
+        if self.scenario in MODEL_SCENARIOS:
+            move = model_move(self.scenario, self.requests - 1)
+            text = move["text"]
+            if text is not None and self.answer_key:
+                text = json.dumps({self.answer_key: text})
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if move["reasoning"]:
+                message["reasoning_content"] = move["reasoning"]
+            if move["tool"]:
+                name, args = move["tool"]
+                message["tool_calls"] = [{"id": f"call_{self.requests}", "type": "function",
+                                          "function": {"name": name, "arguments": json.dumps(args)}}]
+            return message
         step = next_step(self.scenario, self.step_of(body.get("messages") or []))
         if isinstance(step, str):
             text = f"Thought: I can answer without using any more tools.\nAnswer: {step}" if self.react else step
@@ -310,6 +328,8 @@ class FakeOpenAI(LocalServer):
                 base = {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion.chunk",
                         "created": int(time.time()), "model": model}
                 delta: dict[str, Any] = {"role": "assistant"}
+                if message.get("reasoning_content"):
+                    delta["reasoning_content"] = message["reasoning_content"]
                 if message.get("tool_calls"):
                     delta["tool_calls"] = [{"index": 0, **c} for c in message["tool_calls"]]
                 else:
