@@ -4,7 +4,17 @@
 // whose `ai/test` imports vitest and msw, a plain LanguageModelV2 object (the interface of
 // `@ai-sdk/provider` that MockLanguageModelV2 implements).
 // The caller passes the package's exports, so that each set-up's own `ai` is used.
-import { DESCRIPTIONS, SCHEMAS, TOOLS, callId, nextStep } from './scripted.mjs';
+//
+// Issue 29's model scenarios: the model plays modelScript, one move per call (reasoning as a
+// `reasoning` content part). unknown_tool*: the AI SDK itself turns a call of a tool it does
+// not have into a `tool-error` result (NoSuchToolError) and calls the model again. text_* and
+// reasoning_*: a text (or reasoning-only) answer ends generateText, so the application checks
+// the answer and calls again with the conversation and its feedback as a user message, the
+// whole conversation under one span of its own (docs/runs.md: one trace per conversation).
+import {
+  DESCRIPTIONS, MODEL_LOOP_TURNS, MODEL_SCENARIOS, REJECTION, SCHEMAS, TOOLS, answerAccepted, callId, modelMove,
+  nextStep,
+} from './scripted.mjs';
 
 // The model answers and the tools return at once: the OpenTelemetry JS SDK stamps span
 // starts in whole milliseconds, so a model call, the tool call it made and the next model
@@ -34,7 +44,15 @@ function usage(spec) {
 /** The scripted model (`Mock`: the SDK's MockLanguageModelV*, or null for a plain model
  * object; `spec`: 'v2', 'v3' or 'v4'). */
 export function scriptedModel(Mock, spec, scenario) {
+  let responses = 0;
+  const modelMoveFor = () => {
+    const m = modelMove(scenario, responses++);
+    const call = m.tool
+      ? { type: 'tool-call', toolCallId: callId(), toolName: m.tool[0], input: JSON.stringify(m.tool[1]) } : null;
+    return { text: m.text, reasoning: m.reasoning, call };
+  };
   const move = options => {
+    if (MODEL_SCENARIOS.includes(scenario)) return modelMoveFor();
     const step = nextStep(scenario, toolResults(options.prompt));
     if (typeof step === 'string') return { text: step };
     const [toolName, args] = step;
@@ -45,14 +63,21 @@ export function scriptedModel(Mock, spec, scenario) {
     modelId: 'scripted-model',
     doGenerate: async options => {
       const m = move(options);
-      const content = m.call ? [m.call] : [{ type: 'text', text: m.text }];
+      const content = [];
+      if (m.reasoning) content.push({ type: 'reasoning', text: m.reasoning });
+      if (m.text) content.push({ type: 'text', text: m.text });
+      if (m.call) content.push(m.call);
       return { content, finishReason: finish(spec, m.call ? 'tool-calls' : 'stop'), usage: usage(spec), warnings: [] };
     },
     doStream: async options => {
       const m = move(options);
       const parts = [{ type: 'stream-start', warnings: [] }];
+      if (m.reasoning) {
+        parts.push({ type: 'reasoning-start', id: 'r0' }, { type: 'reasoning-delta', id: 'r0', delta: m.reasoning },
+                   { type: 'reasoning-end', id: 'r0' });
+      }
       if (m.call) parts.push(m.call);
-      else parts.push({ type: 'text-start', id: 't0' }, { type: 'text-delta', id: 't0', delta: m.text },
+      else if (m.text) parts.push({ type: 'text-start', id: 't0' }, { type: 'text-delta', id: 't0', delta: m.text },
                       { type: 'text-end', id: 't0' });
       parts.push({ type: 'finish', finishReason: finish(spec, m.call ? 'tool-calls' : 'stop'), usage: usage(spec) });
       const stream = new ReadableStream({ start(c) { for (const p of parts) c.enqueue(p); c.close(); } });
@@ -73,19 +98,43 @@ export function tools({ tool, jsonSchema }) {
   })]));
 }
 
-/** One run of the tool loop; `options` are merged into the call (telemetry settings). */
-export async function runAgent(ai, { model, stream, options }) {
+const PROMPT = 'Help the customer with their order and the refund policy.';
+
+async function once(ai, call, stream) {
+  if (!stream) {
+    const result = await ai.generateText(call);
+    return { text: result.text, messages: result.response.messages };
+  }
+  const result = ai.streamText(call);
+  let text = '';
+  for await (const delta of result.textStream) text += delta;
+  return { text, messages: (await result.response).messages };
+}
+
+/** One run of the tool loop; `options` are merged into the call (telemetry settings). With a
+ * `checked` scenario (text_*, reasoning_*) and a `tracer`, the application's check-and-retry
+ * loop above, under one span. */
+export async function runAgent(ai, { model, stream, options, scenario = '', tracer = null }) {
   const call = {
     model,
     system: 'You are a support agent. Use the tools.',
-    prompt: 'Help the customer with their order and the refund policy.',
     tools: tools(ai),
     stopWhen: ai.stepCountIs(20),
     ...options,
   };
-  if (!stream) return (await ai.generateText(call)).text;
-  const result = ai.streamText(call);
-  let text = '';
-  for await (const delta of result.textStream) text += delta;
-  return text;
+  if (!(scenario.startsWith('text_') || scenario.startsWith('reasoning_'))) {
+    return (await once(ai, { ...call, prompt: PROMPT }, stream)).text;
+  }
+  return tracer.startActiveSpan('support-conversation', async span => {
+    let messages = [{ role: 'user', content: PROMPT }];
+    let text = '';
+    for (let i = 0; i < MODEL_LOOP_TURNS + 2; i++) {
+      const result = await once(ai, { ...call, messages }, stream);
+      text = result.text;
+      if (answerAccepted(text)) break;
+      messages = [...messages, ...result.messages, { role: 'user', content: REJECTION }];
+    }
+    span.end();
+    return text;
+  });
 }
