@@ -40,6 +40,8 @@ MODEL_EXPECTED: dict[str, str | None] = {
     "reasoning_healthy": None,
     "unknown_tool": "unexecuted_repeat",
     "unknown_tool_healthy": None,
+    "refused_tool": "unexecuted_repeat",
+    "refused_tool_healthy": None,
 }
 #: The expectations that wait for issue 29's readers (inference spans' output content into
 #: ``ModelOutput``) and engine signals (``text_repeat``, ``unexecuted_repeat``): these rows
@@ -49,6 +51,7 @@ AWAITING_ISSUE_29: dict[str, str] = {
     "text_loop": "issue 29: text_repeat from inference spans' output content (readers + engine) not merged yet",
     "reasoning_loop": "issue 29: text_repeat on exported reasoning (readers + engine) not merged yet",
     "unknown_tool": "issue 29: unexecuted_repeat for a tool request never executed (readers + engine) not merged yet",
+    "refused_tool": "issue 29: unexecuted_repeat for a refused tool request (readers + engine) not merged yet",
 }
 assert set(MODEL_EXPECTED) == set(MODEL_SCENARIOS)
 

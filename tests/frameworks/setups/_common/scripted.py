@@ -25,7 +25,10 @@ conversation:
   each time, then the answer;
 - ``unknown_tool``: a request of :data:`UNKNOWN_TOOL` (no such tool) again and again, the
   framework feeding back an error each time, then the answer; ``unknown_tool_healthy``:
-  the wrong name once, then ``lookup_order``, then the answer.
+  the wrong name once, then ``lookup_order``, then the answer;
+- ``refused_tool``: a request of :data:`REFUSED_TOOL` (a tool that needs the user's approval),
+  refused by the user every time (:data:`REFUSAL`), again and again, then the answer;
+  ``refused_tool_healthy``: refused once, then ``lookup_order``, then the answer.
 
 An ``agent.py`` imports this with ``sys.path.insert(0, <this directory>)``; a framework that
 has its own test model (pydantic-ai's ``FunctionModel``, LangChain's fake chat models)
@@ -45,7 +48,7 @@ from typing import Any, TypeVar
 
 SCENARIOS = ("loop", "empty_search", "healthy")
 MODEL_SCENARIOS = ("text_loop", "text_healthy", "reasoning_loop", "reasoning_healthy", "unknown_tool",
-                   "unknown_tool_healthy")
+                   "unknown_tool_healthy", "refused_tool", "refused_tool_healthy")
 ALL_SCENARIOS = SCENARIOS + MODEL_SCENARIOS
 MODEL_LOOP_TURNS = 6
 LOOP_TURNS = 8
@@ -142,8 +145,17 @@ UNKNOWN_TOOL = "get_order_status"
 LOOP_TEXT = "I am looking into your order now and will get back to you shortly."
 #: What the agent tells the model when it rejects an answer (``ModelRetry`` and the like).
 REJECTION = "The answer must name the order id (like A-17) and where it was shipped."
+#: The tool the model requests in ``refused_tool``: it needs the user's approval, which is
+#: refused with :data:`REFUSAL` every time.
+REFUSED_TOOL = "cancel_order"
+REFUSAL = "The user refused: do not cancel order A-17."
 LOOP_REASONING = "The user wants the order status. I should look the order up before answering."
 MODEL_FINAL = "Order A-17 has 2 items shipped to Berlin."
+
+
+def cancel_order(order_id: str) -> str:
+    """Cancel an order (needs the user's approval)."""
+    return json.dumps({"order_id": order_id, "cancelled": True})
 
 
 def answer_accepted(text: str) -> bool:
@@ -173,6 +185,11 @@ def model_script(scenario: str, turns: int = MODEL_LOOP_TURNS) -> list[dict[str,
                 move(reasoning="Order A-17 is the one in the question; it shipped with DHL to Berlin."), final]
     if scenario == "unknown_tool":
         return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})) for _ in range(turns)] + [final]
+    if scenario == "refused_tool":
+        return [move(tool=(REFUSED_TOOL, {"order_id": "A-17"})) for _ in range(turns)] + [final]
+    if scenario == "refused_tool_healthy":
+        return [move(tool=(REFUSED_TOOL, {"order_id": "A-17"})), move(tool=("lookup_order", {"order_id": "A-17"})),
+                final]
     if scenario == "unknown_tool_healthy":
         return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})), move(tool=("lookup_order", {"order_id": "A-17"})),
                 final]

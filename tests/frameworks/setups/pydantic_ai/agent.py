@@ -8,7 +8,11 @@ Issue 29's model scenarios (``text_*``, ``reasoning_*``, ``unknown_tool*``) play
 an answer that names no order with ``ModelRetry`` (pydantic-ai sends it back), a
 thinking-only response is re-prompted by pydantic-ai itself, and a request of a tool the
 agent does not have is answered with pydantic-ai's "Unknown tool name" retry prompt; the
-retry budgets (``retries``, ``output_retries``) are raised so the script ends with its answer.
+retry budget (``retries``) is raised so the script ends with its answer. ``refused_tool*``:
+``cancel_order`` is a ``requires_approval`` tool, so the run ends with ``DeferredToolRequests``;
+the application refuses (``ToolDenied``) and runs the agent on with the message history, as
+pydantic-ai's human-in-the-loop docs show (one conversation, ``gen_ai.conversation.id``
+carried over from the history; one agent run per refusal).
 
 Flags: ``--version N`` passes ``InstrumentationSettings(version=N)``; ``--openinference``
 also registers OpenInference's ``OpenInferenceSpanProcessor`` on the provider (one line,
@@ -25,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import scripted
 from opentelemetry import trace
-from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, ToolDenied
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -72,8 +76,10 @@ def main() -> None:
         name, call_args = step
         return ModelResponse(parts=[ToolCallPart(name, call_args, tool_call_id=f"call_{done}")])
 
+    refusing = args.scenario.startswith("refused_")
     agent = Agent(FunctionModel(model), name="support-agent", instructions="Answer using the tools.",
-                  retries=scripted.MODEL_LOOP_TURNS + 2)
+                  retries=scripted.MODEL_LOOP_TURNS + 2,
+                  output_type=[str, DeferredToolRequests] if refusing else str)  # type: ignore[arg-type]
 
     if args.scenario.startswith("text_"):
         @agent.output_validator
@@ -92,7 +98,19 @@ def main() -> None:
         """Search the help-centre documents; returns the matching passages as JSON."""
         return scripted.search_docs(query)
 
+    if refusing:
+        @agent.tool_plain(requires_approval=True)
+        def cancel_order(order_id: str) -> str:
+            """Cancel an order (needs the user's approval)."""
+            return scripted.cancel_order(order_id)
+
     result = agent.run_sync("What is the status of my order and the refund policy?")
+    for _ in range(scripted.MODEL_LOOP_TURNS + 2):
+        if not isinstance(result.output, DeferredToolRequests):
+            break
+        denied = {call.tool_call_id: ToolDenied(scripted.REFUSAL) for call in result.output.approvals}
+        result = agent.run_sync(message_history=result.all_messages(),
+                                deferred_tool_results=DeferredToolResults(approvals=denied))
     print("final answer:", result.output)
 
 

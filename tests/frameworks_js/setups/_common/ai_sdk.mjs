@@ -11,9 +11,12 @@
 // reasoning_*: a text (or reasoning-only) answer ends generateText, so the application checks
 // the answer and calls again with the conversation and its feedback as a user message, the
 // whole conversation under one span of its own (docs/runs.md: one trace per conversation).
+// refused_tool*: cancel_order is a `needsApproval` tool, so generateText stops with a
+// `tool-approval-request`; the application answers with a `tool-approval-response` that
+// denies it (the SDK's human-in-the-loop pattern) and calls again, under the same span.
 import {
-  DESCRIPTIONS, MODEL_LOOP_TURNS, MODEL_SCENARIOS, REJECTION, SCHEMAS, TOOLS, answerAccepted, callId, modelMove,
-  nextStep,
+  DESCRIPTIONS, MODEL_LOOP_TURNS, MODEL_SCENARIOS, REFUSAL, REFUSED_TOOL, REJECTION, SCHEMAS, TOOLS, answerAccepted,
+  callId, cancelOrder, modelMove, nextStep,
 } from './scripted.mjs';
 
 // The model answers and the tools return at once: the OpenTelemetry JS SDK stamps span
@@ -87,15 +90,25 @@ export function scriptedModel(Mock, spec, scenario) {
   return Mock ? new Mock(model) : { specificationVersion: spec, supportedUrls: {}, ...model };
 }
 
-/** The two tools, made with the SDK's `tool` and `jsonSchema`. */
-export function tools({ tool, jsonSchema }) {
-  return Object.fromEntries(Object.entries(TOOLS).map(([name, fn]) => [name, tool({
+/** The two tools, made with the SDK's `tool` and `jsonSchema`; with `approval`, also
+ * cancel_order, which needs the user's approval. */
+export function tools({ tool, jsonSchema }, approval = false) {
+  const made = Object.fromEntries(Object.entries(TOOLS).map(([name, fn]) => [name, tool({
     description: DESCRIPTIONS[name],
     inputSchema: jsonSchema(SCHEMAS[name]),
     execute: async args => {
       return fn(args);
     },
   })]));
+  if (approval) {
+    made[REFUSED_TOOL] = tool({
+      description: 'Cancel an order (needs the user\'s approval).',
+      inputSchema: jsonSchema(SCHEMAS.lookup_order),
+      needsApproval: true,
+      execute: async args => cancelOrder(args),
+    });
+  }
+  return made;
 }
 
 const PROMPT = 'Help the customer with their order and the refund policy.';
@@ -103,12 +116,12 @@ const PROMPT = 'Help the customer with their order and the refund policy.';
 async function once(ai, call, stream) {
   if (!stream) {
     const result = await ai.generateText(call);
-    return { text: result.text, messages: result.response.messages };
+    return { text: result.text, messages: result.response.messages, content: result.content };
   }
   const result = ai.streamText(call);
   let text = '';
   for await (const delta of result.textStream) text += delta;
-  return { text, messages: (await result.response).messages };
+  return { text, messages: (await result.response).messages, content: await result.content };
 }
 
 /** One run of the tool loop; `options` are merged into the call (telemetry settings). With a
@@ -118,19 +131,37 @@ export async function runAgent(ai, { model, stream, options, scenario = '', trac
   const call = {
     model,
     system: 'You are a support agent. Use the tools.',
-    tools: tools(ai),
+    tools: tools(ai, scenario.startsWith('refused_')),
     stopWhen: ai.stepCountIs(20),
     ...options,
   };
-  if (!(scenario.startsWith('text_') || scenario.startsWith('reasoning_'))) {
+  const refusing = scenario.startsWith('refused_');
+  if (!(scenario.startsWith('text_') || scenario.startsWith('reasoning_') || refusing)) {
     return (await once(ai, { ...call, prompt: PROMPT }, stream)).text;
   }
   return tracer.startActiveSpan('support-conversation', async span => {
     let messages = [{ role: 'user', content: PROMPT }];
     let text = '';
+    let answered = [];  // the denial the model has just been given, kept as a tool result for later calls
     for (let i = 0; i < MODEL_LOOP_TURNS + 2; i++) {
       const result = await once(ai, { ...call, messages }, stream);
       text = result.text;
+      if (refusing) {
+        // the SDK turns a denied approval into an `execution-denied` tool result for the call
+        // that follows it, but keeps it out of response.messages: later calls need it too
+        for (const [message, part] of answered) {
+          message.content.push({ type: 'tool-result', toolCallId: part.toolCall.toolCallId,
+                                 toolName: part.toolCall.toolName,
+                                 output: { type: 'execution-denied', reason: REFUSAL } });
+        }
+        const asked = result.content.filter(part => part.type === 'tool-approval-request');
+        if (!asked.length) break;
+        const denial = { role: 'tool', content: asked.map(part => ({
+          type: 'tool-approval-response', approvalId: part.approvalId, approved: false, reason: REFUSAL })) };
+        answered = asked.map(part => [denial, part]);
+        messages = [...messages, ...result.messages, denial];
+        continue;
+      }
       if (answerAccepted(text)) break;
       messages = [...messages, ...result.messages, { role: 'user', content: REJECTION }];
     }

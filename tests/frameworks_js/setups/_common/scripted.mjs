@@ -13,12 +13,14 @@
 
 export const SCENARIOS = ['loop', 'empty_search', 'healthy'];
 export const MODEL_SCENARIOS = ['text_loop', 'text_healthy', 'reasoning_loop', 'reasoning_healthy', 'unknown_tool',
-                                'unknown_tool_healthy'];
+                                'unknown_tool_healthy', 'refused_tool', 'refused_tool_healthy'];
 export const ALL_SCENARIOS = [...SCENARIOS, ...MODEL_SCENARIOS];
 export const MODEL_LOOP_TURNS = 6;
 export const UNKNOWN_TOOL = 'get_order_status';
 export const LOOP_TEXT = 'I am looking into your order now and will get back to you shortly.';
 export const REJECTION = 'The answer must name the order id (like A-17) and where it was shipped.';
+export const REFUSED_TOOL = 'cancel_order';
+export const REFUSAL = 'The user refused: do not cancel order A-17.';
 export const LOOP_REASONING = 'The user wants the order status. I should look the order up before answering.';
 export const MODEL_FINAL = 'Order A-17 has 2 items shipped to Berlin.';
 export const LOOP_TURNS = 8;
@@ -91,6 +93,11 @@ export function nextStep(scenario, done) {
   return done < steps.length ? steps[done] : FINAL[scenario];
 }
 
+/** The tool refused_tool requests: it needs the user's approval (never given in the matrix). */
+export function cancelOrder({ order_id }) {
+  return { order_id, cancelled: true };
+}
+
 /** The agent's own check of a text answer in the text_* and reasoning_* scenarios. */
 export function answerAccepted(text) {
   return text.includes('A-17') && text.includes('Berlin');
@@ -113,6 +120,11 @@ export function modelScript(scenario, turns = MODEL_LOOP_TURNS) {
             move({ reasoning: 'Order A-17 is the one in the question; it shipped with DHL to Berlin.' }), final];
   }
   if (scenario === 'unknown_tool') return [...times(move({ tool: [UNKNOWN_TOOL, { order_id: 'A-17' }] })), final];
+  if (scenario === 'refused_tool') return [...times(move({ tool: [REFUSED_TOOL, { order_id: 'A-17' }] })), final];
+  if (scenario === 'refused_tool_healthy') {
+    return [move({ tool: [REFUSED_TOOL, { order_id: 'A-17' }] }), move({ tool: ['lookup_order', { order_id: 'A-17' }] }),
+            final];
+  }
   if (scenario === 'unknown_tool_healthy') {
     return [move({ tool: [UNKNOWN_TOOL, { order_id: 'A-17' }] }), move({ tool: ['lookup_order', { order_id: 'A-17' }] }),
             final];
