@@ -8,7 +8,10 @@ order) and, when it does not, adds the feedback as a message and jumps back to t
 (``jump_to="model"``, the documented way to loop a graph edge back); reasoning comes as a
 standard ``reasoning`` content block. ``unknown_tool*``: ``create_agent``'s ``ToolNode``
 answers a tool it does not have with an error ``ToolMessage`` ("Error: <name> is not a valid
-tool, try one of [...]") and the model is called again."""
+tool, try one of [...]") and the model is called again. ``refused_tool*``: ``cancel_order`` is
+gated by ``HumanInTheLoopMiddleware`` (with a checkpointer, as its docs say); each interrupt is
+answered with ``Command(resume={"decisions": [{"type": "reject", "message": REFUSAL}]})`` on
+the same thread, one graph invocation per refusal."""
 
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import scripted
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import after_model
+from langchain.agents.middleware import HumanInTheLoopMiddleware, after_model
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -90,15 +95,36 @@ def check_answer(state: AgentState, runtime: Any) -> dict[str, Any] | None:
     return {"messages": [HumanMessage(scripted.REJECTION)], "jump_to": "model"}
 
 
+@tool
+def cancel_order(order_id: str) -> str:
+    """Cancel an order (needs the user's approval)."""
+    return scripted.cancel_order(order_id)
+
+
 def main() -> None:
     scenario = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in scripted.ALL_SCENARIOS else (
         scripted.scenario_from_argv())
     checked = scenario.startswith(("text_", "reasoning_"))
-    agent = create_agent(ScriptedChatModel(scenario=scenario), tools=[lookup_order, search_docs],
-                         system_prompt="Answer using the tools.", name="support-agent",
-                         middleware=[check_answer] if checked else [])
-    state = agent.invoke({"messages": [("user", "What is the status of my order and the refund policy?")]},
-                         {"recursion_limit": 60})
+    refusing = scenario.startswith("refused_")
+    if refusing:
+        agent = create_agent(ScriptedChatModel(scenario=scenario), tools=[lookup_order, search_docs, cancel_order],
+                             system_prompt="Answer using the tools.", name="support-agent",
+                             middleware=[HumanInTheLoopMiddleware(interrupt_on={"cancel_order": True})],
+                             checkpointer=InMemorySaver())
+    else:
+        agent = create_agent(ScriptedChatModel(scenario=scenario), tools=[lookup_order, search_docs],
+                             system_prompt="Answer using the tools.", name="support-agent",
+                             middleware=[check_answer] if checked else [])
+    config: dict[str, Any] = {"recursion_limit": 60}
+    if refusing:
+        config["configurable"] = {"thread_id": "support-thread-1"}
+    state = agent.invoke({"messages": [("user", "What is the status of my order and the refund policy?")]}, config)
+    for _ in range(scripted.MODEL_LOOP_TURNS + 2):
+        if not state.get("__interrupt__"):
+            break
+        requests = state["__interrupt__"][0].value["action_requests"]
+        decisions = [{"type": "reject", "message": scripted.REFUSAL} for _ in requests]
+        state = agent.invoke(Command(resume={"decisions": decisions}), config)
     print("final answer:", state["messages"][-1].content)
 
 
