@@ -43,8 +43,9 @@ def harness_main(argv: Sequence[str] | None, *, prog: str, doc: str | None, preb
     (setup,) = [s for s in setups if s.name == args.setup] or [None]
     if setup is None:
         parser.error(f"no set-up {args.setup!r} in {args.framework}")
-    bad = [s for s in args.scenario if s not in SCENARIOS]
+    known = SCENARIOS + setup.model_scenarios
+    bad = [s for s in args.scenario if s not in known]
     if bad:
-        parser.error(f"unknown scenario {bad[0]!r}; choose from {', '.join(SCENARIOS)}")
-    run(setup, args.scenario or SCENARIOS, args)
+        parser.error(f"unknown scenario {bad[0]!r}; choose from {', '.join(known)}")
+    run(setup, args.scenario or known, args)
     return 0

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._matrix.rows import SCENARIOS, MatrixSetup, SetupError
+from tests._matrix.rows import AWAITING_ISSUE_29, MODEL_EXPECTED, MODEL_SCENARIOS, SCENARIOS, MatrixSetup, SetupError
+from tests._matrix.testing import setup_params
 from tests.frameworks import rows as python_rows
 from tests.frameworks_js import rows as js_rows
 
@@ -87,6 +88,8 @@ def test_the_title_defaults_to_the_directory_name(matrix: Matrix, tmp_path: Path
     ('[[setup]]\nname = "a"\ninstrumentation = "A"\nstatus = "maybe"\n', "status must be"),
     ('[[setup]]\nname = "a"\ninstrumentation = "A"\nxfail = { later = "x" }\n', "xfail"),
     ('[[setup]]\ninstrumentation = "A"\n', "'name'"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nmodel_scenarios = ["text_lop"]\n', "model_scenarios"),
+    ('[[setup]]\nname = "a"\ninstrumentation = "A"\nxfail = { text_loop = "x" }\n', "xfail"),
     ('[[setup]]\nname = "a"\ninstrumentation = ""\n', "'instrumentation'"),
     ('title = "T"\n', r"no \[\[setup\]\]"),
     ('colour = "red"\n[[setup]]\nname = "a"\ninstrumentation = "A"\n', "unknown top-level keys"),
@@ -102,3 +105,38 @@ def test_a_framework_without_its_agent_is_rejected(matrix: Matrix, tmp_path: Pat
     (matrix.write(tmp_path, '[[setup]]\nname = "a"\ninstrumentation = "A"\n') / matrix.agent).unlink()
     with pytest.raises(SetupError, match=f"no {matrix.agent}"):
         matrix.discover(tmp_path)
+
+
+def test_model_scenarios_are_opt_in_and_their_pending_expectations_strict_xfails(
+        matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = matrix.read(tmp_path, """
+        [[setup]]
+        name = "a"
+        instrumentation = "A"
+        model_scenarios = ["text_loop", "text_healthy", "unknown_tool"]
+        xfail = { text_healthy = "defect 3" }
+        [[setup]]
+        name = "b"
+        instrumentation = "B"
+    """)
+    assert (a.model_scenarios, b.model_scenarios) == (("text_loop", "text_healthy", "unknown_tool"), ())
+    monkeypatch.setitem(AWAITING_ISSUE_29, "demo/a/text_loop", "a reader is missing")
+    params = {p.id: p for p in setup_params([a, b])}
+    assert list(params) == [f"demo/a/{s}" for s in (*SCENARIOS, "text_loop", "text_healthy", "unknown_tool")] + [
+        f"demo/b/{s}" for s in SCENARIOS]
+    marks = {i: [(m.kwargs["reason"], m.kwargs["strict"]) for m in p.marks] for i, p in params.items()}
+    assert marks["demo/a/text_loop"] == [("a reader is missing", True)]
+    assert marks["demo/a/text_healthy"] == [("defect 3", True)]
+    assert marks["demo/a/unknown_tool"] == marks["demo/a/loop"] == []
+
+
+def test_every_model_scenario_has_an_expectation_and_only_loops_of_real_rows_wait() -> None:
+    from tests.frameworks import rows as python_rows
+    from tests.frameworks_js import rows as js_rows
+
+    assert set(MODEL_EXPECTED) == set(MODEL_SCENARIOS)
+    assert {MODEL_EXPECTED[s] for s in ("text_loop", "reasoning_loop", "unknown_tool", "refused_tool")} == {
+        "text_repeat", "unexecuted_repeat"}
+    rows = {f"{s.id}/{m}" for s in [*python_rows.discover(), *js_rows.discover()] for m in s.model_scenarios}
+    assert set(AWAITING_ISSUE_29) <= rows
+    assert all(MODEL_EXPECTED[key.rsplit("/", 1)[1]] is not None for key in AWAITING_ISSUE_29)

@@ -55,7 +55,7 @@ def _run(setup: Setup, scenarios: Sequence[str], args: argparse.Namespace) -> No
         run = run_agent(setup, scenario, venv, args.dump)
         print(run.summary())
         if args.attrs:
-            for s in run.tool_spans():
+            for s in run.tool_spans() + run.model_spans():
                 print(json.dumps({"name": s["name"], "attributes": s.get("attributes"),
                                   "events": s.get("events")}, indent=1)[:6000])
         if run.returncode != 0:

@@ -16,7 +16,8 @@ from tests.otel_console import console_spans
 from .rows import Setup
 from .venvs import source_path
 
-__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_tool_span", "run_agent"]
+__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_model_span", "is_tool_span",
+           "run_agent"]
 
 #: Environment of every agent run (a set-up's ``env`` is applied on top): console export,
 #: and no way off the machine (:data:`tests._matrix.runs.OFFLINE_ENV`).
@@ -54,6 +55,14 @@ class Run:
         extra = re.compile(self.setup.tool_span_names) if self.setup.tool_span_names else None
         return [s for s in self.spans if is_tool_span(s) or (extra is not None and extra.search(s["name"]))]
 
+    def model_spans(self) -> list[dict[str, Any]]:
+        return [s for s in self.spans if is_model_span(s)]
+
+    def reasons(self) -> set[str]:
+        """The ``progress.reason`` of every detection event of the run."""
+        return {str((e.get("attributes") or {}).get("progress.reason")) for s in self.spans
+                for e in detection_events(s)}
+
     def flagged(self) -> list[dict[str, Any]]:
         """Spans that carry a ``no_progress``/``livelock`` event or ``progress.detected``."""
         return [s for s in self.spans if detection_events(s) or (s.get("attributes") or {}).get("progress.detected")]
@@ -66,7 +75,7 @@ class Run:
     def summary(self, width: int = 160) -> str:
         """One line per span: name, kind markers, progress events, a few content keys."""
         lines = [f"{self.setup.id} {self.scenario}: exit {self.returncode}, {len(self.spans)} spans, "
-                 f"{len(self.tool_spans())} tool spans, {self.seconds:.1f} s"]
+                 f"{len(self.tool_spans())} tool spans, {len(self.model_spans())} model spans, {self.seconds:.1f} s"]
         for s in sorted(self.spans, key=lambda s: s.get("start_time") or ""):
             attrs = s.get("attributes") or {}
             marks = [f"{k}={attrs[k]}" for k in ("gen_ai.operation.name", "openinference.span.kind",
@@ -89,6 +98,16 @@ def is_tool_span(span: dict[str, Any]) -> bool:
     attrs = span.get("attributes") or {}
     return any(attrs.get(k) == v for k, v in _TOOL_MARKERS) or (
         "tool.name" in attrs and attrs.get("traceloop.span.kind") == "task")
+
+
+_MODEL_OPERATIONS = ("chat", "text_completion", "generate_content")
+
+
+def is_model_span(span: dict[str, Any]) -> bool:
+    """Whether a span is a model call (inference) by the conventions' markers."""
+    attrs = span.get("attributes") or {}
+    return (attrs.get("gen_ai.operation.name") in _MODEL_OPERATIONS or attrs.get("openinference.span.kind") == "LLM"
+            or attrs.get("traceloop.span.kind") == "llm" or attrs.get("llm.request.type") == "chat")
 
 
 def detection_events(span: dict[str, Any]) -> list[dict[str, Any]]:

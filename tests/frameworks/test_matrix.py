@@ -7,6 +7,11 @@ framework with a real instrumentation from PyPI on a scripted model, run zero-co
 - ``empty_search``: a search rephrased every turn that keeps returning nothing: caught;
 - ``healthy``: every call brings something new: no span is annotated.
 
+Issue 29's model scenarios (``model_scenarios`` in a ``setups.toml``): each loop must bring a
+detection with the reason of :data:`tests._matrix.rows.MODEL_EXPECTED` (strict xfails while
+:data:`tests._matrix.rows.AWAITING_ISSUE_29` names them), each healthy twin no annotation,
+and every run at least three model-call spans.
+
 A set-up marked ``status = "cannot"`` (no tool spans, or no content at all) is only
 asserted to run without a crash and without a false detection.
 """
@@ -18,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._matrix.rows import MODEL_EXPECTED
 from tests._matrix.testing import setup_params
 
 from .harness import ROOT, Run, Setup, agent_env, discover, run_agent
@@ -36,6 +42,9 @@ def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
     assert run.returncode == 0, f"agent.py exited {run.returncode}" + _explain(run)
     assert not run.crashes(), "otel-progress raised:\n" + "\n".join(run.crashes())
     flagged = run.flagged()
+    if scenario in MODEL_EXPECTED:
+        _judge_model_scenario(run, scenario)
+        return
     if scenario == "healthy":
         assert not flagged, "the healthy run was annotated" + _explain(run)
     if setup.warning and scenario != "healthy":
@@ -48,6 +57,19 @@ def test_setup(setup: Setup, scenario: str, venv: Path) -> None:
     if scenario != "healthy":
         caught = [s for s in tools if s in flagged]
         assert caught, f"the {scenario} run was not caught on a tool span" + _explain(run)
+
+
+def _judge_model_scenario(run: Run, scenario: str) -> None:
+    expected = MODEL_EXPECTED[scenario]
+    if expected is None:
+        assert not run.flagged(), f"the {scenario} run was annotated" + _explain(run)
+    if not run.setup.works:
+        return
+    models = run.model_spans()
+    assert len(models) >= 3, f"expected at least 3 model-call spans, got {len(models)}" + _explain(run)
+    if expected is not None:
+        assert expected in run.reasons(), (f"the {scenario} run was not caught as {expected} "
+                                           f"(reasons: {sorted(run.reasons())})" + _explain(run))
 
 
 @pytest.mark.timeout(3600)

@@ -65,10 +65,10 @@ def _run(setup: Setup, scenarios: Sequence[str], args: argparse.Namespace) -> No
                 run = run_agent(setup, scenario, env, pipeline, args.dump)
                 print(run.summary())
                 if args.attrs:
-                    for s in run.tool_spans():
+                    for s in run.tool_spans() + run.model_spans():
                         print(" ", s.name, dict(s.attributes), list(s.events))
-                found, _ = scan_detections(run, Path(tmp))
-                print(f"  serve: {sorted(run.served_detections())}\n  scan:  {sorted(found)}")
+                found, _ = scan_detections(run, Path(tmp), anywhere=True)
+                print(f"  serve: {sorted(run.served_detections(anywhere=True))}\n  scan:  {sorted(found)}")
                 if run.returncode != 0:
                     print(run.stderr[-3000:])
         finally:

@@ -22,7 +22,8 @@ from .envs import app_dir
 from .pipeline import Exported, Pipeline, write_requests
 from .rows import ROOT, Setup
 
-__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_tool_span", "node",
+__all__ = ["BASE_ENV", "DETECTION_EVENTS", "Run", "agent_env", "detection_events", "is_model_span", "is_tool_span",
+           "node",
            "run_agent", "scan_detections", "scan_json"]
 
 #: Environment of every agent run (a set-up's ``env`` on top): OTLP export to the pipeline,
@@ -72,15 +73,20 @@ class Run:
         """Forwarded spans that carry a ``no_progress``/``livelock`` event or ``progress.detected``."""
         return [s for s in self.annotated if detection_events(s) or s.attributes.get("progress.detected")]
 
-    def served_detections(self) -> set[tuple[str, str]]:
-        """``(span id, reason)`` of the detection events serve wrote on tool spans."""
-        return {(s.span_id, str(attrs.get("progress.reason"))) for s in self.tool_spans()
+    def model_spans(self) -> list[SpanRecord]:
+        return [s for s in self.annotated if is_model_span(s)]
+
+    def served_detections(self, anywhere: bool = False) -> set[tuple[str, str]]:
+        """``(span id, reason)`` of the detection events serve wrote on tool spans (``anywhere``:
+        on any span, as issue 29's model scenarios need)."""
+        return {(s.span_id, str(attrs.get("progress.reason"))) for s in (self.annotated if anywhere else
+                                                                          self.tool_spans())
                 for attrs in detection_events(s)}
 
     def summary(self, width: int = 160) -> str:
         lines = [f"{self.setup.id} {self.scenario} ({self.service}): exit {self.returncode}, "
                  f"{len(self.exported.raw)} spans sent, {len(self.annotated)} forwarded, "
-                 f"{len(self.tool_spans())} tool spans, {self.seconds:.1f} s"]
+                 f"{len(self.tool_spans())} tool spans, {len(self.model_spans())} model spans, {self.seconds:.1f} s"]
         for s in sorted(self.annotated, key=lambda s: s.start_ns):
             a = s.attributes
             marks = [f"{k}={a[k]}" for k in _MARK_KEYS if k in a]
@@ -100,6 +106,17 @@ def is_tool_span(span: SpanRecord) -> bool:
     own test, independent of otel-progress's readers)."""
     a = span.attributes
     return any(a.get(k) == v for k, v in _TOOL_MARKERS)
+
+
+_MODEL_OPERATIONS = ("chat", "text_completion", "generate_content")
+_MODEL_OPERATION_IDS = ("ai.generateText.doGenerate", "ai.streamText.doStream")
+
+
+def is_model_span(span: SpanRecord) -> bool:
+    """Whether a span is a model call (inference) by the instrumentations' own markers."""
+    a = span.attributes
+    return (a.get("gen_ai.operation.name") in _MODEL_OPERATIONS or a.get("ai.operationId") in _MODEL_OPERATION_IDS
+            or a.get("openinference.span.kind") == "LLM" or a.get("traceloop.span.kind") == "llm")
 
 
 def detection_events(span: SpanRecord) -> list[dict[str, Any]]:
@@ -148,12 +165,12 @@ def scan_json(path: Path) -> tuple[int, list[dict[str, Any]], str]:
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], proc.stderr
 
 
-def scan_detections(run: Run, workdir: Path) -> tuple[set[tuple[str, str]], str]:
+def scan_detections(run: Run, workdir: Path, anywhere: bool = False) -> tuple[set[tuple[str, str]], str]:
     """``otel-progress scan`` of the requests the agent sent (as the Collector's file
-    exporter wrote them): ``(span id, reason)`` of its detections on the run's tool spans,
-    and its stderr."""
+    exporter wrote them): ``(span id, reason)`` of its detections on the run's tool spans
+    (``anywhere``: on any of its spans), and its stderr."""
     code, detections, stderr = scan_json(write_requests(workdir / f"{run.service}.jsonl", run.exported.raw_requests))
     if code not in (0, 1):
         raise RuntimeError(f"scan exited {code}: {stderr[-2000:]}")
-    tools = {s.span_id for s in run.exported.raw if is_tool_span(s)}
+    tools = {s.span_id for s in run.exported.raw if anywhere or is_tool_span(s)}
     return {(d["span_id"], str(d["reason"])) for d in detections if d.get("span_id") in tools}, stderr

@@ -87,6 +87,26 @@ def test_the_js_script_is_the_python_matrix_script() -> None:
         assert js[scenario]["results"] == [json.loads(scripted.TOOLS[n](**a)) for n, a in scripted.script(scenario)]
 
 
+def test_the_js_model_script_is_the_python_matrix_model_script() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    code = ("import('./scripted.mjs').then(m => console.log(JSON.stringify({scenarios: m.MODEL_SCENARIOS, "
+            "rejection: m.REJECTION, scripts: Object.fromEntries(m.MODEL_SCENARIOS.map(s => [s, m.modelScript(s)])), "
+            "accepted: m.modelScript('text_loop').map(x => x.text && m.answerAccepted(x.text))})))")
+    out = subprocess.run([node, "-e", code], cwd=SETUPS_DIR / "_common", capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    js = json.loads(out)
+    scripted = load_script()
+    assert js["scenarios"] == list(scripted.MODEL_SCENARIOS)
+    assert js["rejection"] == scripted.REJECTION
+    for scenario in scripted.MODEL_SCENARIOS:
+        moves = [{**m, "tool": list(m["tool"]) if m["tool"] else None} for m in scripted.model_script(scenario)]
+        assert js["scripts"][scenario] == moves, scenario
+    assert js["accepted"] == [bool(m["text"] and scripted.answer_accepted(m["text"]))
+                              for m in scripted.model_script("text_loop")]
+
+
 @pytest.mark.parametrize(("attributes", "tool"), [
     ({"ai.operationId": "ai.toolCall"}, True),
     ({"ai.operationId": "ai.generateText.doGenerate"}, False),

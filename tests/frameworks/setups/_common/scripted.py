@@ -11,6 +11,25 @@ Scenarios (the same in every framework):
 - ``healthy``: six calls (orders and searches) that each return something new, then the
   answer.
 
+The model's side of the loop (issue 29; :data:`MODEL_SCENARIOS`, run only by the set-ups
+whose ``setups.toml`` lists them, since each needs a framework mechanism that sends the
+model back): a script of model moves (:func:`model_script`, :func:`model_move`), each a
+text, a reasoning, and/or a tool request, counted by the model responses already in the
+conversation:
+
+- ``text_loop``: the same text-only answer (no tool call) :data:`MODEL_LOOP_TURNS` times,
+  each rejected by the agent's own check and sent back, then an accepted answer;
+  ``text_healthy``: two different rejected answers, then the accepted one;
+- ``reasoning_loop``: the same reasoning with no text and no tool call, again and again
+  (the framework asks again), then the answer; ``reasoning_healthy``: different reasoning
+  each time, then the answer;
+- ``unknown_tool``: a request of :data:`UNKNOWN_TOOL` (no such tool) again and again, the
+  framework feeding back an error each time, then the answer; ``unknown_tool_healthy``:
+  the wrong name once, then ``lookup_order``, then the answer;
+- ``refused_tool``: a request of :data:`REFUSED_TOOL` (a tool that needs the user's approval),
+  refused by the user every time (:data:`REFUSAL`), again and again, then the answer;
+  ``refused_tool_healthy``: refused once, then ``lookup_order``, then the answer.
+
 An ``agent.py`` imports this with ``sys.path.insert(0, <this directory>)``; a framework that
 has its own test model (pydantic-ai's ``FunctionModel``, LangChain's fake chat models)
 plays :func:`script` through it, the others point their OpenAI client at
@@ -28,6 +47,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 SCENARIOS = ("loop", "empty_search", "healthy")
+MODEL_SCENARIOS = ("text_loop", "text_healthy", "reasoning_loop", "reasoning_healthy", "unknown_tool",
+                   "unknown_tool_healthy", "refused_tool", "refused_tool_healthy")
+ALL_SCENARIOS = SCENARIOS + MODEL_SCENARIOS
+MODEL_LOOP_TURNS = 6
 LOOP_TURNS = 8
 HEALTHY_TURNS = 6
 
@@ -113,6 +136,73 @@ def scenario_from_argv(argv: list[str] | None = None) -> str:
     return argv[0]
 
 
+# --- the model's side of the loop (issue 29) ----------------------------------------------
+
+#: The tool name the model requests in ``unknown_tool``: no agent has it.
+UNKNOWN_TOOL = "get_order_status"
+#: The text-only answer ``text_loop`` repeats: it names no order, so the agent's check
+#: (:func:`answer_accepted`) rejects it.
+LOOP_TEXT = "I am looking into your order now and will get back to you shortly."
+#: What the agent tells the model when it rejects an answer (``ModelRetry`` and the like).
+REJECTION = "The answer must name the order id (like A-17) and where it was shipped."
+#: The tool the model requests in ``refused_tool``: it needs the user's approval, which is
+#: refused with :data:`REFUSAL` every time.
+REFUSED_TOOL = "cancel_order"
+REFUSAL = "The user refused: do not cancel order A-17."
+LOOP_REASONING = "The user wants the order status. I should look the order up before answering."
+MODEL_FINAL = "Order A-17 has 2 items shipped to Berlin."
+
+
+def cancel_order(order_id: str) -> str:
+    """Cancel an order (needs the user's approval)."""
+    return json.dumps({"order_id": order_id, "cancelled": True})
+
+
+def answer_accepted(text: str) -> bool:
+    """The agent's own check of a text answer in the ``text_*`` scenarios."""
+    return "A-17" in text and "Berlin" in text
+
+
+def model_script(scenario: str, turns: int = MODEL_LOOP_TURNS) -> list[dict[str, Any]]:
+    """The model's moves in ``scenario`` (one of :data:`MODEL_SCENARIOS`), in order, the last
+    being the final answer. A move is a dict with ``text`` (str or None), ``reasoning`` (str
+    or None) and ``tool`` (``(name, args)`` or None)."""
+
+    def move(text: str | None = None, reasoning: str | None = None,
+             tool: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        return {"text": text, "reasoning": reasoning, "tool": tool}
+
+    final = move(MODEL_FINAL)
+    if scenario == "text_loop":
+        return [move(LOOP_TEXT) for _ in range(turns)] + [final]
+    if scenario == "text_healthy":
+        return [move("Let me check that order for you."),
+                move("Your order A-17 exists; I am checking where it went."), final]
+    if scenario == "reasoning_loop":
+        return [move(reasoning=LOOP_REASONING) for _ in range(turns)] + [final]
+    if scenario == "reasoning_healthy":
+        return [move(reasoning="The user asks about an order."),
+                move(reasoning="Order A-17 is the one in the question; it shipped with DHL to Berlin."), final]
+    if scenario == "unknown_tool":
+        return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})) for _ in range(turns)] + [final]
+    if scenario == "refused_tool":
+        return [move(tool=(REFUSED_TOOL, {"order_id": "A-17"})) for _ in range(turns)] + [final]
+    if scenario == "refused_tool_healthy":
+        return [move(tool=(REFUSED_TOOL, {"order_id": "A-17"})), move(tool=("lookup_order", {"order_id": "A-17"})),
+                final]
+    if scenario == "unknown_tool_healthy":
+        return [move(tool=(UNKNOWN_TOOL, {"order_id": "A-17"})), move(tool=("lookup_order", {"order_id": "A-17"})),
+                final]
+    raise SystemExit(f"unknown scenario {scenario!r}; choose from {', '.join(MODEL_SCENARIOS)}")
+
+
+def model_move(scenario: str, responses: int) -> dict[str, Any]:
+    """The model's move after ``responses`` model responses in the conversation (the final
+    answer once the script is played)."""
+    moves = model_script(scenario)
+    return moves[min(responses, len(moves) - 1)]
+
+
 # --- the fake model servers --------------------------------------------------------------
 
 _S = TypeVar("_S", bound="LocalServer")
@@ -180,12 +270,14 @@ class FakeOpenAI(LocalServer):
     and parallel agents stay consistent), with one tool call or the final answer; streamed
     (``"stream": true``) or not. ``react=True`` answers in the ReAct text format
     (``Thought/Action/Action Input`` and ``Answer``), counting ``Observation`` lines.
-    ``step_of`` replaces the way the step is read from the messages.
+    ``step_of`` replaces the way the step is read from the messages. ``answer_key`` sends
+    a model scenario's text as the JSON object ``{answer_key: text}`` (a structured output).
     """
 
     def __init__(self, scenario: str, *, react: bool = False,
-                 step_of: Callable[[list[dict[str, Any]]], int] | None = None) -> None:
+                 step_of: Callable[[list[dict[str, Any]]], int] | None = None, answer_key: str = "") -> None:
         self.scenario = scenario
+        self.answer_key = answer_key
         self.react = react
         self.step_of = step_of or (_observations_in if react else _tool_results_in)
         super().__init__()
@@ -195,8 +287,24 @@ class FakeOpenAI(LocalServer):
         return f"{self.root}/v1"
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The assistant message for one request body."""
+        """The assistant message for one request body. In issue 29's scenarios
+        (:data:`MODEL_SCENARIOS`) the move is the request's rank (a reasoning-only turn need
+        not come back as an assistant message), ``reasoning_content`` carrying the reasoning
+        (as DeepSeek and vLLM send it)."""
         self.requests += 1
+        if self.scenario in MODEL_SCENARIOS:
+            move = model_move(self.scenario, self.requests - 1)
+            text = move["text"]
+            if text is not None and self.answer_key:
+                text = json.dumps({self.answer_key: text})
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if move["reasoning"]:
+                message["reasoning_content"] = move["reasoning"]
+            if move["tool"]:
+                name, args = move["tool"]
+                message["tool_calls"] = [{"id": f"call_{self.requests}", "type": "function",
+                                          "function": {"name": name, "arguments": json.dumps(args)}}]
+            return message
         step = next_step(self.scenario, self.step_of(body.get("messages") or []))
         if isinstance(step, str):
             text = f"Thought: I can answer without using any more tools.\nAnswer: {step}" if self.react else step
@@ -237,6 +345,8 @@ class FakeOpenAI(LocalServer):
                 base = {"id": f"chatcmpl-{fake.requests}", "object": "chat.completion.chunk",
                         "created": int(time.time()), "model": model}
                 delta: dict[str, Any] = {"role": "assistant"}
+                if message.get("reasoning_content"):
+                    delta["reasoning_content"] = message["reasoning_content"]
                 if message.get("tool_calls"):
                     delta["tool_calls"] = [{"index": 0, **c} for c in message["tool_calls"]]
                 else:

@@ -7,8 +7,22 @@
 //   loop          lookup_order({order_id: "A-17"}) eight times, the same record every time
 //   empty_search  search_docs rephrased eight times, every result empty
 //   healthy       six calls (orders and searches), each bringing something new, then the answer
+//
+// and issue 29's model scenarios (MODEL_SCENARIOS, run by the set-ups whose setups.toml lists
+// them): a script of model moves ({text, reasoning, tool}), see modelScript.
 
 export const SCENARIOS = ['loop', 'empty_search', 'healthy'];
+export const MODEL_SCENARIOS = ['text_loop', 'text_healthy', 'reasoning_loop', 'reasoning_healthy', 'unknown_tool',
+                                'unknown_tool_healthy', 'refused_tool', 'refused_tool_healthy'];
+export const ALL_SCENARIOS = [...SCENARIOS, ...MODEL_SCENARIOS];
+export const MODEL_LOOP_TURNS = 6;
+export const UNKNOWN_TOOL = 'get_order_status';
+export const LOOP_TEXT = 'I am looking into your order now and will get back to you shortly.';
+export const REJECTION = 'The answer must name the order id (like A-17) and where it was shipped.';
+export const REFUSED_TOOL = 'cancel_order';
+export const REFUSAL = 'The user refused: do not cancel order A-17.';
+export const LOOP_REASONING = 'The user wants the order status. I should look the order up before answering.';
+export const MODEL_FINAL = 'Order A-17 has 2 items shipped to Berlin.';
 export const LOOP_TURNS = 8;
 export const HEALTHY_TURNS = 6;
 
@@ -79,10 +93,55 @@ export function nextStep(scenario, done) {
   return done < steps.length ? steps[done] : FINAL[scenario];
 }
 
+/** The tool refused_tool requests: it needs the user's approval (never given in the matrix). */
+export function cancelOrder({ order_id }) {
+  return { order_id, cancelled: true };
+}
+
+/** The agent's own check of a text answer in the text_* and reasoning_* scenarios. */
+export function answerAccepted(text) {
+  return text.includes('A-17') && text.includes('Berlin');
+}
+
+/** The model's moves in a model scenario, the last being the answer: {text, reasoning, tool}
+ * (tool: [name, args] or null). */
+export function modelScript(scenario, turns = MODEL_LOOP_TURNS) {
+  const move = ({ text = null, reasoning = null, tool = null } = {}) => ({ text, reasoning, tool });
+  const final = move({ text: MODEL_FINAL });
+  const times = m => Array.from({ length: turns }, () => m);
+  if (scenario === 'text_loop') return [...times(move({ text: LOOP_TEXT })), final];
+  if (scenario === 'text_healthy') {
+    return [move({ text: 'Let me check that order for you.' }),
+            move({ text: 'Your order A-17 exists; I am checking where it went.' }), final];
+  }
+  if (scenario === 'reasoning_loop') return [...times(move({ reasoning: LOOP_REASONING })), final];
+  if (scenario === 'reasoning_healthy') {
+    return [move({ reasoning: 'The user asks about an order.' }),
+            move({ reasoning: 'Order A-17 is the one in the question; it shipped with DHL to Berlin.' }), final];
+  }
+  if (scenario === 'unknown_tool') return [...times(move({ tool: [UNKNOWN_TOOL, { order_id: 'A-17' }] })), final];
+  if (scenario === 'refused_tool') return [...times(move({ tool: [REFUSED_TOOL, { order_id: 'A-17' }] })), final];
+  if (scenario === 'refused_tool_healthy') {
+    return [move({ tool: [REFUSED_TOOL, { order_id: 'A-17' }] }), move({ tool: ['lookup_order', { order_id: 'A-17' }] }),
+            final];
+  }
+  if (scenario === 'unknown_tool_healthy') {
+    return [move({ tool: [UNKNOWN_TOOL, { order_id: 'A-17' }] }), move({ tool: ['lookup_order', { order_id: 'A-17' }] }),
+            final];
+  }
+  throw new Error(`unknown scenario ${scenario}; choose from ${MODEL_SCENARIOS.join(', ')}`);
+}
+
+/** The model's move after `responses` model responses (the answer once the script is played). */
+export function modelMove(scenario, responses) {
+  const moves = modelScript(scenario);
+  return moves[Math.min(responses, moves.length - 1)];
+}
+
 /** The scenario (first argument) and the flags after it. */
 export function scenarioFromArgv(argv = process.argv.slice(2)) {
-  if (!argv.length || !SCENARIOS.includes(argv[0])) {
-    console.error(`usage: node agent.mjs {${SCENARIOS.join(',')}} [options]`);
+  if (!argv.length || !ALL_SCENARIOS.includes(argv[0])) {
+    console.error(`usage: node agent.mjs {${ALL_SCENARIOS.join(',')}} [options]`);
     process.exit(2);
   }
   return { scenario: argv[0], flags: argv.slice(1) };

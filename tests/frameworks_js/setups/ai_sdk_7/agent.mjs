@@ -25,6 +25,8 @@ ai.registerTelemetry(integration === 'legacy' ? new LegacyOpenTelemetry() : new 
 const text = await runAgent(ai, {
   model: scriptedModel(MockLanguageModelV4, 'v4', scenario),
   stream: flags.includes('--stream'),
+  scenario,
+  tracer: provider.getTracer('support-app'),
   options: { telemetry: { functionId: 'support-agent',
                           ...(flags.includes('--no-content') ? { recordInputs: false, recordOutputs: false } : {}) } },
 });
