@@ -29,8 +29,9 @@ from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
 from .conversations import ConversationTable
 from .pipeline import Pipeline
+from .release import StepRelease
 from .runstate import RunState
-from .signals import ConversationSignal, RunSignatureSignal, TurnRecord, build_model_signals, build_signals
+from .signals import ConversationSignal, RunSignatureSignal, build_model_signals, build_signals
 from .snapshot import StateCodec
 from .summary import EngineStats, RunSummary, summarise
 from .tables import RunTable, TraceState
@@ -62,10 +63,12 @@ class ProgressEngine:
         self._lock = threading.RLock()
         self.stats = EngineStats()
         self._table = RunTable(self.pipeline, self.stats)
+        steps = StepRelease(self.config, self.pipeline, self.stats)
+        self._release, self._release_before, self._evaluate = steps.release, steps.release_before, steps.evaluate
         # The conversation scope: the turns of each conversation across traces (None: off).
-        self._turn_index = next(
+        turn_index = next(
             (i for i, s in enumerate(self.pipeline.signals) if isinstance(s, ConversationSignal)), None)
-        self._conversations = ConversationTable(self.config) if self._turn_index is not None else None
+        self._conversations = ConversationTable(self.config, turn_index) if turn_index is not None else None
 
     # -- state ------------------------------------------------------------------------
 
@@ -94,13 +97,8 @@ class ProgressEngine:
         try:
             with self._lock:
                 self.stats.calls += 1
-                trace = self._table.trace(call.trace_id, time.monotonic() if now is None else now)
-                run = trace.runs.get(call.run_id)
-                if run is None or (call.agent and not run.agent):
-                    run = self._table.run(trace, call.run_id, call.agent)
-                if not run.remember(call.span_id):
-                    run.duplicates += 1
-                    self.stats.duplicates += 1
+                run = self._open_run(call.trace_id, call.run_id, call.agent, call.span_id, now)
+                if run is None:
                     return []
                 if call.start_ns < run.watermark_ns:
                     run.late += 1
@@ -147,13 +145,8 @@ class ProgressEngine:
             if not output.captured and output.prompt is None:
                 return []
             with self._lock:
-                trace = self._table.trace(output.trace_id, time.monotonic() if now is None else now)
-                run = trace.runs.get(output.run_id)
-                if run is None or (output.agent and not run.agent):
-                    run = self._table.run(trace, output.run_id, output.agent)
-                if output.span_id and not run.remember(output.span_id):
-                    run.duplicates += 1
-                    self.stats.duplicates += 1
+                run = self._open_run(output.trace_id, output.run_id, output.agent, output.span_id, now, skip_empty=True)
+                if run is None:
                     return []
                 out = self._release_before(run, output.start_ns)
                 before = run.detections
@@ -176,13 +169,8 @@ class ProgressEngine:
             return []
         try:
             with self._lock:
-                trace = self._table.trace(call.trace_id, time.monotonic() if now is None else now)
-                run = trace.runs.get(call.run_id)
-                if run is None or (call.agent and not run.agent):
-                    run = self._table.run(trace, call.run_id, call.agent)
-                if call.span_id and not run.remember(call.span_id):
-                    run.duplicates += 1
-                    self.stats.duplicates += 1
+                run = self._open_run(call.trace_id, call.run_id, call.agent, call.span_id, now, skip_empty=True)
+                if run is None:
                     return []
                 before = run.detections
                 det = self.pipeline.model_side.refused(run, call)
@@ -207,13 +195,9 @@ class ProgressEngine:
         ``span_id``) is counted once."""
         try:
             with self._lock:
-                trace = self._table.trace(compaction.trace_id, time.monotonic() if now is None else now)
-                run = trace.runs.get(compaction.run_id)
-                if run is None or (compaction.agent and not run.agent):
-                    run = self._table.run(trace, compaction.run_id, compaction.agent)
-                if compaction.span_id and not run.remember(compaction.span_id):
-                    run.duplicates += 1
-                    self.stats.duplicates += 1
+                run = self._open_run(compaction.trace_id, compaction.run_id, compaction.agent, compaction.span_id,
+                                     now, skip_empty=True)
+                if run is None:
                     return []
                 out = self._release_before(run, compaction.time_ns)
                 self.stats.compactions += 1
@@ -303,8 +287,9 @@ class ProgressEngine:
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
-                if run is not None and self._turn_index is not None:
-                    det = self._end_turn(trace, run, parent_run_id, conversation_id, span_id or run_id, now)
+                if run is not None and self._conversations is not None:
+                    det = self._conversations.run_ended(trace, run, parent_run_id, conversation_id, span_id or run_id,
+                                                        time.monotonic() if now is None else now)
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
@@ -367,77 +352,17 @@ class ProgressEngine:
 
     # -- internals --------------------------------------------------------------------
 
-    def _end_turn(self, trace: TraceState, run: RunState, parent_run_id: str | None,
-                  conversation_id: str | None, span_id: str, now: float | None) -> Detection | None:
-        """The conversation scope at a run's end: a sub-agent's turn record goes to the run
-        that invoked it; a top-level run naming a conversation is judged as one of its turns."""
-        record: TurnRecord = run.states[self._turn_index]  # type: ignore[index]
-        if parent_run_id:
-            parent = trace.runs.get(parent_run_id)
-            if parent is not None:
-                parent.states[self._turn_index].merge(record, self.config.max_evidence)  # type: ignore[index]
+    def _open_run(self, trace_id: str, run_id: str, agent: str | None, span_id: str, now: float | None,
+                  skip_empty: bool = False) -> RunState | None:
+        """The run an observation belongs to (made, or named by its agent, on first sight),
+        its trace marked used at ``now``; None when the span was seen recently (a
+        redelivery, counted). ``skip_empty``: an empty span id is not remembered."""
+        trace = self._table.trace(trace_id, time.monotonic() if now is None else now)
+        run = trace.runs.get(run_id)
+        if run is None or (agent and not run.agent):
+            run = self._table.run(trace, run_id, agent)
+        if (span_id or not skip_empty) and not run.remember(span_id):
+            run.duplicates += 1
+            self.stats.duplicates += 1
             return None
-        if not conversation_id or self._conversations is None:
-            return None
-        return self._conversations.end_turn(
-            conversation_id, record, run, span_id, time.monotonic() if now is None else now)
-
-    def _release(self, run: RunState, final: bool) -> list[Detection]:
-        """Evaluate the complete steps at the head of the run's buffer: all of them when
-        ``final``, else while it holds more than ``reorder_window`` calls. The buffer is
-        already in start order (``observe`` keeps it sorted)."""
-        pending = run.pending
-        limit = self.config.reorder_window
-        out: list[Detection] = []
-        while pending and (final or len(pending) > limit):
-            head = pending[0]
-            i = 1
-            if len(pending) > 1:
-                end = head.end_ns
-                while i < len(pending) and pending[i].start_ns < end and pending[i].parent_id == head.parent_id:
-                    end = max(end, pending[i].end_ns)
-                    i += 1
-            group = pending[:i]
-            del pending[:i]
-            out.extend(self._evaluate(run, group))
-        return out
-
-    def _release_before(self, run: RunState, time_ns: int) -> list[Detection]:
-        """Evaluate the buffered calls of the run that started at or before ``time_ns`` (all
-        of them when it is 0: unknown), as complete steps; later ones stay buffered."""
-        pending = run.pending
-        cut = len(pending)
-        if time_ns:
-            cut = 0
-            while cut < len(pending) and pending[cut].start_ns <= time_ns:
-                cut += 1
-        if not cut:
-            return []
-        later = pending[cut:]
-        del pending[cut:]
-        out = self._release(run, final=True)
-        pending.extend(later)
-        return out
-
-    def _evaluate(self, run: RunState, group: list[ToolCall]) -> list[Detection]:
-        """Evaluate one complete step (its calls in start order); its detection, if any."""
-        head = group[0]
-        if head.start_ns > run.watermark_ns:
-            run.watermark_ns = head.start_ns
-        for call in group:
-            if call.node:
-                run.trace.plan_node = call.node
-        self.stats.steps += 1
-        before = run.detections
-        try:
-            det = self.pipeline.run_step(run, group)
-        except Exception:  # a bug in a signal must not lose the rest of the run
-            self.stats.errors += 1
-            _log.debug("otel-progress: step evaluation failed", exc_info=True)
-            det = None
-        if det is not None:
-            self.stats.detections += 1
-            return [det]
-        if run.detections > before:
-            self.stats.suppressed += 1
-        return []
+        return run

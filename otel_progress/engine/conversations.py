@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .runstate import RunState
     from .signals.conversation import TurnRecord
+    from .tables import TraceState
 
 __all__ = ["ConversationState", "ConversationTable"]
 
@@ -55,10 +56,13 @@ class ConversationTable:
     Args:
         config: the engine settings (``conversation_turns``, ``max_conversations``,
             ``conversation_ttl_seconds``, ``max_evidence``).
+        turn_index: the index of the conversation signal's state in ``RunState.states``
+            (its :class:`TurnRecord` of the run's requests and answers).
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, turn_index: int) -> None:
         self.config = config
+        self.turn_index = turn_index
         self.conversations: OrderedDict[str, ConversationState] = OrderedDict()
 
     def __len__(self) -> int:
@@ -75,6 +79,20 @@ class ConversationTable:
             table.move_to_end(conversation_id)
         conv.last_seen = now
         return conv
+
+    def run_ended(self, trace: TraceState, run: RunState, parent_run_id: str | None,
+                  conversation_id: str | None, span_id: str, now: float) -> Detection | None:
+        """A run ended: a sub-agent's turn record goes to the run that invoked it; a
+        top-level run naming a conversation is judged as one of its turns (:meth:`end_turn`)."""
+        record: TurnRecord = run.states[self.turn_index]
+        if parent_run_id:
+            parent = trace.runs.get(parent_run_id)
+            if parent is not None:
+                parent.states[self.turn_index].merge(record, self.config.max_evidence)
+            return None
+        if not conversation_id:
+            return None
+        return self.end_turn(conversation_id, record, run, span_id, now)
 
     def end_turn(self, conversation_id: str, record: TurnRecord, run: RunState, span_id: str,
                  now: float) -> Detection | None:
