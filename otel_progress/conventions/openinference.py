@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .base import ModelOutputContent, SpanConvention, ToolContent, as_text, first_text
+from .base import ModelOutputContent, SpanConvention, ToolContent, as_text, decode_json, first_text
 from .genai import input_tokens_from, tokens_from
 from .outputs import MAX_PARTS, OutputParts, cap_text, joined
 from .record import SpanKind, SpanRecord
@@ -114,7 +114,37 @@ def model_output(a: Mapping[str, Any]) -> ModelOutputContent | None:
         fields = outputs[index]
         if fields.get("message.role", "assistant") in ("assistant", "model"):
             _message(out, fields)
+    if not out.reasoning:
+        _raw_reasoning(out, a.get("output.value"))
     return out.content()._replace(prompt=prompt)
+
+
+_REASONING_TYPES = ("reasoning", "thinking")
+_MAX_NODES = 4096
+
+
+def _raw_reasoning(out: OutputParts, raw: Any) -> None:
+    """The reasoning of a response that the flattened messages leave out (the instrumentors
+    flatten ``content`` and ``tool_calls`` only), read from ``output.value``, the raw
+    response as JSON: an OpenAI-compatible message's ``reasoning_content`` (the OpenAI
+    Agents SDK's ``generation`` span) or a content block ``{"type": "reasoning",
+    "reasoning": ...}`` / ``{"type": "thinking", "thinking": ...}`` (LangChain's serialised
+    ``LLMResult``). Decoded only when the text names reasoning at all."""
+    if not isinstance(raw, str) or not any(t in raw for t in _REASONING_TYPES):
+        return
+    stack = [decode_json(raw)]
+    budget = _MAX_NODES
+    while stack and budget > 0 and len(out.reasoning) < MAX_PARTS:
+        node = stack.pop()
+        budget -= 1
+        if isinstance(node, Mapping):
+            out.thought(node.get("reasoning_content"))
+            kind = node.get("type")
+            if kind in _REASONING_TYPES:
+                out.thought(node.get(kind))
+            stack.extend(v for v in reversed(list(node.values())) if isinstance(v, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend(v for v in reversed(node) if isinstance(v, (Mapping, list)))
 
 
 class OpenInferenceConvention(SpanConvention):

@@ -66,12 +66,6 @@ AWAITING_ISSUE_29: dict[str, str] = {
     "openai_agents/openinference/refused_tool": (
         "one trace, but one support-agent AGENT span per resumed run: unexecuted_repeat is not caught "
         "(signature_repeat, scope run, is, at the 3rd resumed run)"),
-    "langgraph/openinference/reasoning_loop": (
-        "OpenInference's LangChain spans carry the reasoning block only inside output.value (the serialised "
-        "LLMResult), llm.output_messages has the role only"),
-    "openai_agents/openinference/reasoning_loop": (
-        "OpenInference's Agents spans carry the reasoning only inside output.value (reasoning_content of the "
-        "chat message), llm.output_messages has the role only"),
     "ai_sdk_7/otel/text_loop": _RETRY_RUNS,
     "ai_sdk_7/legacy/text_loop": _RETRY_RUNS,
     "ai_sdk_7/otel/reasoning_loop": _RETRY_RUNS,

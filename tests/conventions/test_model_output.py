@@ -197,6 +197,33 @@ def test_openinference_flattened_messages() -> None:
     assert out is not None and (out.text, out.requests, out.prompt) == ("Done.", (), None)
 
 
+def test_openinference_reasoning_left_out_of_the_messages_is_read_from_output_value() -> None:
+    # openinference-instrumentation-openai-agents 2.6.0 (`generation` span) and
+    # openinference-instrumentation-langchain 0.1.80 (`LLMResult`) flatten `content` and
+    # `tool_calls` only: a reasoning-only response leaves `llm.output_messages` with its role
+    # alone, the reasoning only in the raw `output.value` (tests/frameworks/FINDINGS.md)
+    base = {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
+            "output.mime_type": "application/json"}
+    agents = {**base, "output.value": json.dumps([{"content": None, "role": "assistant", "tool_calls": None,
+                                                   "reasoning_content": "Look the order up first."}])}
+    langchain = {**base, "output.value": json.dumps({"generations": [[{"text": "", "message": {
+        "lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
+        "kwargs": {"content": [{"type": "reasoning", "reasoning": "Look the order up first."}],
+                   "tool_calls": []}}}]]})}
+    for attributes in (agents, langchain):
+        out = read_model_output(record("generation", attributes))
+        assert out is not None and out.reasoning == "Look the order up first." and out.text is None
+    # reasoning the messages carry is not read twice; an output.value that names none is not decoded
+    both = {**agents, "llm.output_messages.0.message.contents.0.message_content.type": "reasoning",
+            "llm.output_messages.0.message.contents.0.message_content.text": "From the messages."}
+    out = read_model_output(record("generation", both))
+    assert out is not None and out.reasoning == "From the messages."
+    plain = {**base, "llm.output_messages.0.message.content": "Done.",
+             "output.value": json.dumps([{"content": "Done.", "role": "assistant"}])}
+    out = read_model_output(record("generation", plain))
+    assert out is not None and (out.text, out.reasoning) == ("Done.", None)
+
+
 # -- OpenLLMetry -------------------------------------------------------------------------------
 
 
