@@ -7,8 +7,9 @@ A :class:`TraceBundle` holds, for one trace id, everything its continuation need
   evidence, windows, escalation level, the loop last announced);
 * the service's state of the trace (:class:`~.opentraces.TraceState`): the lineage, the
   span ids seen with the detections placed on them (retries), what was reported
-  (``reported``: by span, by turn and by ``(run, reason, level)``), the detections waiting
-  for their run's agent span, the provisional runs' guesses;
+  (``reported``: by span, by turn, by turn, reason and level, and by ``(run, reason,
+  level)``), the detections waiting for their run's agent span, the provisional runs'
+  guesses;
 * the run model's tags and held-back detections of the trace's runs.
 
 The spans held for the merge window are not carried (they are the spans' bytes, the bulk

@@ -97,19 +97,29 @@ class TraceState:
         """Whether ``det`` is reported: not if it was, on the same span, or if the same run
         had a detection at the same turn (an analysis again with late spans may place it on
         another span of the step, or find the step's loop by another signal first: a
-        streamed detection is not taken back, and a turn is reported once). In a trace
-        continued from another process's state (:mod:`.carry`) a detection is identified
-        by ``(run, reason, level)`` as well: a level announced for the run before the
-        hand-off is not announced again."""
+        streamed detection is not taken back, and a turn is reported once), unless it is
+        the next level of the same reason at that turn: the same signal found the loop
+        again after its level was announced with nothing the run did in between (the
+        model-side signals judge model outputs, and a run whose model keeps requesting a
+        tool that never runs has no tool step between them, so its turn stays where it was),
+        as scan reports it. In a trace continued from another process's state
+        (:mod:`.carry`) a detection is identified by ``(run, reason, level)`` as well: a
+        level announced for the run before the hand-off is not announced again."""
         on_span = (det.span_id, det.reason.value, det.scope.value)
         at_turn = (det.run_id, det.scope.value, det.turn)
-        announced = ("announced", det.run_id, det.reason.value, int(det.level))
-        if on_span in self.reported or at_turn in self.reported:
+        level = int(det.level)
+        at_level = ("level", det.run_id, det.scope.value, det.turn, det.reason.value, level)
+        below = ("level", det.run_id, det.scope.value, det.turn, det.reason.value, level - 1)
+        announced = ("announced", det.run_id, det.reason.value, level)
+        if on_span in self.reported or at_level in self.reported:
+            return False
+        if at_turn in self.reported and below not in self.reported:
             return False
         if self.continued and announced in self.reported:
             return False  # (a level another process announced for the run: once across replicas)
         self.reported.add(on_span)
         self.reported.add(at_turn)
+        self.reported.add(at_level)
         self.reported.add(announced)
         return True
 

@@ -69,15 +69,19 @@ def _already_has(span: trace_pb2.Span, det: Detection) -> bool:
         attrs = {kv.key: kv.value for kv in ev.attributes}
         reason = attrs.get("progress.reason")
         turn = attrs.get("progress.turn")
+        level = attrs.get("progress.level")
         if (reason is not None and reason.string_value == det.reason.value
-                and turn is not None and turn.int_value == det.turn):
+                and turn is not None and turn.int_value == det.turn
+                and (level is None or level.int_value == int(det.level))):
             return True
     return False
 
 
 def annotate_span(span: trace_pb2.Span, det: Detection) -> bool:
     """Add the detection's event and attributes to a protobuf span (idempotent: a span
-    that already carries the same event is left alone). Returns whether it changed."""
+    that already carries the same event, its reason, turn and level, is left alone; a run's
+    levels may share a turn, as a model-side loop's do when no tool step is between them).
+    Returns whether it changed."""
     if _already_has(span, det):
         return False
     event = span.events.add()

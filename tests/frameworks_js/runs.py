@@ -78,10 +78,14 @@ class Run:
 
     def served_detections(self, anywhere: bool = False) -> set[tuple[str, str]]:
         """``(span id, reason)`` of the detection events serve wrote on tool spans (``anywhere``:
-        on any span, as issue 29's model scenarios need)."""
-        return {(s.span_id, str(attrs.get("progress.reason"))) for s in (self.annotated if anywhere else
-                                                                          self.tool_spans())
-                for attrs in detection_events(s)}
+        on any span, as issue 29's model scenarios need). Serve repeats an agent-scope
+        detection's event on its run's agent span (docs/service.md); scan reports each
+        detection once, on its own span, so a repeat (the same event on a span below) is
+        not a detection of its own."""
+        spans = self.annotated if anywhere else self.tool_spans()
+        below = _events_below(self.annotated) if anywhere else {}
+        return {(s.span_id, str(attrs.get("progress.reason"))) for s in spans
+                for attrs in detection_events(s) if _frozen(attrs) not in below.get(s.span_id, ())}
 
     def summary(self, width: int = 160) -> str:
         lines = [f"{self.setup.id} {self.scenario} ({self.service}): exit {self.returncode}, "
@@ -121,6 +125,27 @@ def is_model_span(span: SpanRecord) -> bool:
 
 def detection_events(span: SpanRecord) -> list[dict[str, Any]]:
     return [dict(attrs) for name, attrs in span.events if name in DETECTION_EVENTS]
+
+
+def _frozen(attrs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, repr(v)) for k, v in attrs.items()))
+
+
+def _events_below(spans: list[SpanRecord]) -> dict[str, set[tuple[tuple[str, str], ...]]]:
+    """Span id -> the detection events on the spans below it (its descendants)."""
+    parents = {s.span_id: s.parent_id for s in spans}
+    below: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+    for s in spans:
+        events = {_frozen(attrs) for attrs in detection_events(s)}
+        if not events:
+            continue
+        seen: set[str] = set()
+        parent = parents.get(s.span_id)
+        while parent and parent not in seen:
+            seen.add(parent)
+            below.setdefault(parent, set()).update(events)
+            parent = parents.get(parent)
+    return below
 
 
 def agent_env(setup: Setup, pipeline: Pipeline, service: str, environ: dict[str, str] | None = None) -> dict[str, str]:
