@@ -107,7 +107,8 @@ def _run(shape: Any, looping: bool, rng: random.Random, millisecond_clock: bool)
 
 def _scan(spans: list, steps: dict[bytes, int]) -> list[tuple[str, int, int]]:
     report = analyse_trace([span_record(s) for s in spans], ProgressEngine(Config()))
-    return [(d.reason.value, d.turn, steps[bytes.fromhex(d.span_id)]) for d in report.detections]
+    # (step 0: a model span, where the model side's detections go)
+    return [(d.reason.value, d.turn, steps.get(bytes.fromhex(d.span_id), 0)) for d in report.detections]
 
 
 def _serve(spans: list, steps: dict[bytes, int], batches: int) -> list[tuple[str, int, int]]:
@@ -117,7 +118,7 @@ def _serve(spans: list, steps: dict[bytes, int], batches: int) -> list[tuple[str
     found = []
     for i in range(0, len(ordered), size):
         result = detector.process(request(ordered[i:i + size]).SerializeToString())
-        found += [(d.reason.value, d.turn, steps[bytes.fromhex(d.span_id)]) for d in result.new_detections]
+        found += [(d.reason.value, d.turn, steps.get(bytes.fromhex(d.span_id), 0)) for d in result.new_detections]
     return found
 
 
