@@ -55,7 +55,7 @@ from typing import Any
 from .base import CallLinks, ModelOutputContent, SpanConvention, ToolContent, as_text, call_ids, decode_json, first_text
 from .genai import input_tokens_from, tokens_from
 from .openllmetry import json_text
-from .outputs import MAX_PARTS, OutputParts, cap_text, joined
+from .outputs import MAX_PARTS, OutputParts, latest_user_text
 from .record import SpanKind, SpanRecord
 
 __all__ = ["AISDKConvention"]
@@ -83,25 +83,21 @@ def _operation(span: SpanRecord) -> str | None:
     return as_text(span.attributes.get(OPERATION_ID))
 
 
+def _user_texts(message: Mapping[str, Any]) -> list[str]:
+    """A message's texts in ``ai.prompt.messages``: its ``content`` when it is a text, else
+    its ``{"type": "text", "text"}`` parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content] if content else []
+    if isinstance(content, list):
+        return [t for t in (as_text(p.get("text")) for p in content[:MAX_PARTS]
+                            if isinstance(p, Mapping) and p.get("type") == "text") if t]
+    return []
+
+
 def _prompt(messages: Any) -> str | None:
     """The latest ``user`` message with text in ``ai.prompt.messages``."""
-    decoded = decode_json(messages)
-    if not isinstance(decoded, list):
-        return None
-    for message in reversed(decoded[-4096:]):
-        if not isinstance(message, Mapping) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            texts = [content] if content else []
-        elif isinstance(content, list):
-            texts = [t for t in (as_text(p.get("text")) for p in content[:MAX_PARTS]
-                                 if isinstance(p, Mapping) and p.get("type") == "text") if t]
-        else:
-            texts = []
-        if texts:
-            return cap_text(joined(texts) or "")
-    return None
+    return latest_user_text(messages, _user_texts)
 
 
 def model_output(a: Mapping[str, Any]) -> ModelOutputContent | None:

@@ -23,7 +23,7 @@ Everything here is total: a value of the wrong type is not read.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..evidence.blobs import describe_text, may_hold_blob
@@ -40,6 +40,7 @@ __all__ = [
     "genai_output",
     "genai_prompt",
     "joined",
+    "latest_user_text",
     "request",
 ]
 
@@ -190,17 +191,27 @@ def _texts_of(parts: Iterable[Any]) -> list[str]:
     return texts
 
 
-def genai_prompt(messages: Any) -> str | None:
-    """The text of the latest ``user`` message with text in a GenAI ``gen_ai.input.messages``
-    value (a user message made only of tool results is not a new request from the user)."""
+def latest_user_text(messages: Any, texts_of: Callable[[Mapping[str, Any]], list[str]]) -> str | None:
+    """The text of the latest ``user`` message that has text in a list of messages (decoded,
+    or JSON text), its texts found by ``texts_of`` (a convention's message shape): a user
+    message with no text (only tool results) is not a new request from the user."""
     decoded = decode_json(messages)
     if not isinstance(decoded, list):
         return None
     for message in reversed(decoded[-4096:]):
-        if not isinstance(message, Mapping) or message.get("role") != "user":
-            continue
-        parts = message.get("parts")
-        texts = _texts_of(parts[:MAX_PARTS]) if isinstance(parts, list) else []
-        if texts:
-            return cap_text(joined(texts) or "")
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            texts = texts_of(message)
+            if texts:
+                return cap_text(joined(texts) or "")
     return None
+
+
+def _genai_texts(message: Mapping[str, Any]) -> list[str]:
+    parts = message.get("parts")
+    return _texts_of(parts[:MAX_PARTS]) if isinstance(parts, list) else []
+
+
+def genai_prompt(messages: Any) -> str | None:
+    """The text of the latest ``user`` message with text in a GenAI ``gen_ai.input.messages``
+    value (a user message made only of tool results is not a new request from the user)."""
+    return latest_user_text(messages, _genai_texts)
