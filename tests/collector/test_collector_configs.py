@@ -471,3 +471,18 @@ def test_k8s_replicas_serve_logs_on_the_gateway_port() -> None:
     assert env["OTEL_PROGRESS_K8S_SERVICE"] == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}"
     for key in ("gateway-k8s.yaml", "gateway-logs-k8s.yaml"):
         assert "OTEL_PROGRESS_K8S_PORT" in gateway[2][key] and "OTEL_PROGRESS_K8S_SERVICE" in gateway[2][key]
+
+
+def test_k8s_replicas_keep_their_run_state_on_a_volume_of_their_own() -> None:
+    """The StatefulSet's checkpoint directory (--state-dir) is a volumeClaimTemplates volume,
+    so a restarted pod reads back its own checkpoint (docs/service.md)."""
+    from otel_progress.service.options import ENV_PREFIX
+
+    docs = [d for d in yaml.safe_load_all((CONFIG_DIR / "k8s" / "otel-progress.yaml").read_text()) if d]
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    state_dir = env[ENV_PREFIX + "STATE_DIR"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    templates = {t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]}
+    assert mounts[state_dir] in templates
