@@ -28,10 +28,12 @@ from ..evidence.canonical import Digester
 from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
 from .conversations import ConversationTable
+from .model_turns import ModelTurns
 from .pipeline import Pipeline
 from .release import StepRelease
 from .runstate import RunState
 from .signals import ConversationSignal, RunSignatureSignal, build_model_signals, build_signals
+from .signals.text import TextRepeatSignal
 from .snapshot import StateCodec
 from .summary import EngineStats, RunSummary, summarise
 from .tables import RunTable, TraceState
@@ -69,6 +71,13 @@ class ProgressEngine:
         turn_index = next(
             (i for i, s in enumerate(self.pipeline.signals) if isinstance(s, ConversationSignal)), None)
         self._conversations = ConversationTable(self.config, turn_index) if turn_index is not None else None
+        # The model side of conversations: requests left unexecuted, texts said, turn after
+        # turn (None: both signals off).
+        model_signals = self.pipeline.model_signals
+        unexecuted_index = next((i for i, s in enumerate(model_signals) if s.name == "unexecuted"), None)
+        text = next(((s, i) for i, s in enumerate(model_signals) if isinstance(s, TextRepeatSignal)), None)
+        self._model_turns = ModelTurns(self.config, unexecuted_index, text) \
+            if unexecuted_index is not None or text is not None else None
 
     # -- state ------------------------------------------------------------------------
 
@@ -287,9 +296,16 @@ class ProgressEngine:
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
+                at = time.monotonic() if now is None else now
                 if run is not None and self._conversations is not None:
                     det = self._conversations.run_ended(trace, run, parent_run_id, conversation_id, span_id or run_id,
-                                                        time.monotonic() if now is None else now)
+                                                        at)
+                    if det is not None:
+                        self.stats.detections += 1
+                        detections.append(det)
+                if self._model_turns is not None:
+                    det = self._model_turns.run_ended(trace_id, run_id, run, parent_run_id, conversation_id,
+                                                      span_id or run_id, at)
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
@@ -311,6 +327,13 @@ class ProgressEngine:
             self._table.drop_trace(trace_id)
             return summaries
 
+    def discard_trace(self, trace_id: str) -> bool:
+        """Forget a trace and its runs without ending them: no summary, no detection, and no
+        turn of a conversation (its analysis starts over: ``serve`` analysing a trace again
+        whole, a trace's state replaced by another process's). Whether it was known."""
+        with self._lock:
+            return self._table.drop_trace(trace_id) is not None
+
     def rename_run(self, trace_id: str, run_id: str, new_run_id: str) -> bool:
         """Give a run another id within its trace (a run whose identity became known after
         its first calls: the service's provisional runs, see ``otel_progress.runs.provisional``).
@@ -324,6 +347,8 @@ class ProgressEngine:
         with self._lock:
             if self._conversations is not None:
                 self._conversations.evict_idle(now)
+            if self._model_turns is not None:
+                self._model_turns.evict_idle(now)
             return self._table.evict_idle(now)
 
     def trace_state(self, trace_id: str) -> TraceState | None:

@@ -33,7 +33,30 @@ if TYPE_CHECKING:
     from .signals.conversation import TurnRecord
     from .tables import TraceState
 
-__all__ = ["ConversationState", "ConversationTable"]
+__all__ = ["ConversationState", "ConversationTable", "conversation_detection"]
+
+
+def conversation_detection(finding: Finding, level: Level, turn: int, run: RunState | None, span_id: str, *,
+                           trace_id: str = "", run_id: str = "", tool: str = "") -> Detection:
+    """The detection of a loop across a conversation's turns (``finding``, scope
+    ``conversation``), announced at ``level`` on the agent span ``span_id`` of the run whose
+    end completed it: ``run``, or, when the engine kept no state of that run (its calls were
+    its sub-agents'), ``trace_id`` and ``run_id``; ``turn``: the conversation's turns so far."""
+    return Detection(
+        reason=finding.reason,
+        turn=turn,
+        level=level,
+        scope=Scope.CONVERSATION,
+        trace_id=run.trace.trace_id if run is not None else trace_id,
+        span_id=span_id,
+        run_id=run.run_id if run is not None else run_id,
+        agent=run.agent if run is not None else None,
+        tool=tool,
+        figures=finding.figures,
+        nudge=nudge_text(finding, level, turn, None),
+        handoff=handoff_note(finding, turn, run.attempts if run is not None else ()),
+        tokens=run.tokens if run is not None else 0,
+    )
 
 
 class ConversationState:
@@ -129,22 +152,7 @@ class ConversationTable:
             f" and got the same answers, burning {burned} tokens",
             Scope.CONVERSATION,
         )
-        level = Level(conv.level)
-        return Detection(
-            reason=finding.reason,
-            turn=conv.turns,
-            level=level,
-            scope=Scope.CONVERSATION,
-            trace_id=run.trace.trace_id,
-            span_id=span_id,
-            run_id=run.run_id,
-            agent=run.agent,
-            tool="",
-            figures=finding.figures,
-            nudge=nudge_text(finding, level, conv.turns, None),
-            handoff=handoff_note(finding, conv.turns, run.attempts),
-            tokens=run.tokens,
-        )
+        return conversation_detection(finding, Level(conv.level), conv.turns, run, span_id)
 
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;

@@ -79,8 +79,13 @@ def logs_configured(provider: Any) -> bool:
 
 
 def _context(trace_id: str, span_id: str) -> Any:
-    span = NonRecordingSpan(SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=False,
-                                        trace_flags=_SAMPLED))
+    """The context of the detection's span (None: its ids are not hex ids, e.g. a detection
+    of a trace's own run, which has no span: the record goes without one)."""
+    try:
+        ids = int(trace_id, 16), int(span_id, 16)
+    except ValueError:
+        return None
+    span = NonRecordingSpan(SpanContext(ids[0], ids[1], is_remote=False, trace_flags=_SAMPLED))
     return set_span_in_context(span)
 
 

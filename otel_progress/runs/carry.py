@@ -91,7 +91,7 @@ def import_trace(table: TraceTable, bundle: TraceBundle, now: float | None = Non
     if bundle.engine is not None:
         engine.adopt_trace(bundle.engine, bundle.engine_idle, now)
     elif engine.trace_state(bundle.trace_id) is not None:
-        engine.end_trace(bundle.trace_id)
+        engine.discard_trace(bundle.trace_id)
     for key, tag in bundle.tags:
         table.model.tag(key[0], key[1], tag[0], tag[1])
     for key, dets in bundle.held:

@@ -223,7 +223,7 @@ class TraceTable:
     def _again(self, st: TraceState, provisional: bool = True) -> list[Detection]:
         """Analyse the trace again, whole, from its held spans (a late span, a conflict);
         its detections (the caller reports those not reported yet)."""
-        self.engine.end_trace(st.trace_id)  # (discarded: the replay below starts afresh)
+        self.engine.discard_trace(st.trace_id)  # (the replay below starts afresh)
         report = TraceReport(st.trace_id)
         kinds: list[tuple[SpanRecord, SpanKind]] = []
         for keep in st.held or ():

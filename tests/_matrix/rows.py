@@ -44,31 +44,15 @@ MODEL_EXPECTED: dict[str, str | None] = {
     "refused_tool_healthy": None,
 }
 #: The model-scenario rows (``<framework>/<setup>/<scenario>``) whose expectation is not met
-#: on main with issue 29's readers and signals merged (h/model-signals, 7 December 2026), each
-#: with what is missing (tests/frameworks*/FINDINGS.md, *The model's side of the loop*). They
-#: are strict xfails with that reason: the day the gap is closed the row fails as XPASS and its
-#: entry must go. Every other model-scenario row passes (the loops caught with their reason,
-#: the healthy twins quiet).
-_REFUSED_RUNS = ("the application resumes the agent once per refusal, each resumed run a run of its own "
-                 "(its own trace, or its own agent span), so unexecuted_repeat never sees the same request 3 times "
-                 "in one run")
-_RETRY_RUNS = ("each retry is a generateText call of its own (an invoke_agent / ai.generateText span per attempt "
-               "under the application's span), one model call per agent run, so the repeat spans agent runs "
-               "text_repeat does not join")
+#: on main, each with what is missing (tests/frameworks*/FINDINGS.md, *The model's side of the
+#: loop*). They are strict xfails with that reason: the day the gap is closed the row fails as
+#: XPASS and its entry must go. Every other model-scenario row passes (the loops caught with
+#: their reason, the healthy twins quiet).
 AWAITING_ISSUE_29: dict[str, str] = {
-    "pydantic_ai/native/refused_tool": _REFUSED_RUNS,
-    "pydantic_ai/openinference/refused_tool": _REFUSED_RUNS,
-    "langgraph/openinference/refused_tool": _REFUSED_RUNS,
-    "langgraph/openllmetry/refused_tool": _REFUSED_RUNS,
     "openai_agents/openinference/refused_tool": (
-        "one trace, but one support-agent AGENT span per resumed run: unexecuted_repeat is not caught "
-        "(signature_repeat, scope run, is, at the 3rd resumed run)"),
-    "ai_sdk_7/otel/text_loop": _RETRY_RUNS,
-    "ai_sdk_7/legacy/text_loop": _RETRY_RUNS,
-    "ai_sdk_7/otel/reasoning_loop": _RETRY_RUNS,
-    "ai_sdk_7/legacy/reasoning_loop": _RETRY_RUNS,
-    "ai_sdk_7/otel/refused_tool": _REFUSED_RUNS,
-    "ai_sdk_7/legacy/refused_tool": _REFUSED_RUNS,
+        "the OpenAI Agents SDK under OpenInference writes a TOOL span for every refused call (its arguments, no "
+        "output, no status or attribute that tells a refusal), so each refusal reads as a call that ran: "
+        "unexecuted_repeat is not caught (signature_repeat, scope run, is, at the 3rd resumed run)"),
 }
 assert set(MODEL_EXPECTED) == set(MODEL_SCENARIOS)
 

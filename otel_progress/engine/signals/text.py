@@ -120,6 +120,35 @@ class TextRepeatSignal(ModelSignal):
             loop=found.digest,
         )
 
+    def join(self, kept: Any, said: Any) -> tuple[int, str, int] | None:
+        """Add what one turn of a conversation said (its run's state, or a sub-agent's) to
+        what the conversation said since something new last reached it (``kept``, a
+        :meth:`new_state`): a text counts as many times as the turn said it, a reworded one
+        as the same (the comparison above). The text said before, now said
+        ``text_repeat_count`` times or more (``(count, part, digest)``: the most repeated),
+        or None; a text the turn said alone never is (its run judged it)."""
+        best: tuple[int, str, int] | None = None
+        for part in ("text", "reasoning"):
+            into: list[_Said] = getattr(kept, part)
+            for entry in getattr(said, part):
+                found = self._add(into, entry, kept.sets)
+                if found is not None and found.count >= self._need and (best is None or found.count > best[0]):
+                    best = (found.count, part, found.digest)
+        return best
+
+    @staticmethod
+    def _add(into: list[_Said], entry: _Said, sets: dict[str, list[set[str] | None]]) -> _Said | None:
+        for mine in into:
+            if mine.digest == entry.digest or (mine.text and entry.text and same_prose(entry.text, mine.text, sets)):
+                mine.count += entry.count
+                return mine
+        if len(into) >= _KEEP:
+            del into[0]
+        new = _Said(entry.text, entry.digest, entry.start_ns, entry.end_ns)
+        new.count = entry.count
+        into.append(new)
+        return None
+
     def _see(self, kept: list[_Said], said: str, step: ModelStep,
              sets: dict[str, list[set[str] | None]]) -> _Said | None:
         """Count ``said`` against what was said before; the entry it counted for (None:
