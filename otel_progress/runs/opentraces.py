@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..conventions.spans import CompactionMarks, Lineage, SpanKind
-from ..model import Detection
+from ..model import Detection, Level
 from .budget import StateBudget
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ __all__ = ["NAME_CAP", "OpenTraces", "TraceState"]
 # run (its windows grow with its first calls, then stay bounded), each span in the lineage
 # (plus its name, stored truncated) and in the retry table, each span held for the merge
 # window (its bytes plus the holding), a remembered id of a closed trace.
-TRACE_BYTES = 3072
+TRACE_BYTES = 3584  # (+512 with the model-side state of issue 29: a run's model outputs)
 RUN_BYTES = 3328  # (+256 with the same-answer and retry state of issue 25)
 CALL_BYTES = 64
 CALLS_PER_RUN = 128
@@ -43,6 +43,7 @@ SEEN_BYTES = 160
 HELD_BYTES = 120
 CLOSED_BYTES = 150
 NAME_CAP = 128  # characters of a span name kept in the lineage (plan nodes)
+_TOP_LEVEL = int(max(Level))
 
 
 class TraceState:
@@ -94,7 +95,9 @@ class TraceState:
         self.lineage.add(span_id, parent_id, kind, name, agent)
 
     def first_report(self, det: Detection) -> bool:
-        """Whether ``det`` is reported: not if it was, on the same span, or if the same run
+        """Whether ``det`` is reported: not if it was, or a higher level of its reason was,
+        on the same span (a span may carry the next level: an analysis again with late spans
+        may find the run's next level on the span that had the previous one), or if the same run
         had a detection at the same turn (an analysis again with late spans may place it on
         another span of the step, or find the step's loop by another signal first: a
         streamed detection is not taken back, and a turn is reported once), unless it is
@@ -105,14 +108,16 @@ class TraceState:
         as scan reports it. In a trace continued from another process's state
         (:mod:`.carry`) a detection is identified by ``(run, reason, level)`` as well: a
         level announced for the run before the hand-off is not announced again."""
-        on_span = (det.span_id, det.reason.value, det.scope.value)
-        at_turn = (det.run_id, det.scope.value, det.turn)
         level = int(det.level)
+        on_span = ("span", det.span_id, det.reason.value, det.scope.value, level)
+        at_turn = (det.run_id, det.scope.value, det.turn)
         at_level = ("level", det.run_id, det.scope.value, det.turn, det.reason.value, level)
         below = ("level", det.run_id, det.scope.value, det.turn, det.reason.value, level - 1)
         announced = ("announced", det.run_id, det.reason.value, level)
-        if on_span in self.reported or at_level in self.reported:
-            return False
+        if at_level in self.reported or any(
+                ("span", det.span_id, det.reason.value, det.scope.value, lv) in self.reported
+                for lv in range(level, _TOP_LEVEL + 1)):
+            return False  # (on its span, the same level or a higher one was announced)
         if at_turn in self.reported and below not in self.reported:
             return False
         if self.continued and announced in self.reported:

@@ -75,6 +75,9 @@ class Outcome:
     detections: list[Detection] = field(default_factory=list)
     #: agent spans of the request, with the run's detections to repeat on them
     on_agents: list[tuple[Arrival, list[Detection]]] = field(default_factory=list)
+    #: detections of runs whose agent span arrived in an earlier request (it is gone: each
+    #: is annotated on it by an annotation span, its child)
+    after_agent: list[Detection] = field(default_factory=list)
     late: int = 0
     tool_calls: int = 0
     merged: int = 0
@@ -243,11 +246,15 @@ class TraceTable:
 
     def _report(self, st: TraceState, dets: list[Detection], fresh: list[Arrival], out: Outcome) -> None:
         """Each detection once; agent-scope ones also wait for their run's agent span."""
+        in_request = {a.record.span_id for a in fresh if a.kind is SpanKind.AGENT}
         for det in self.model.reported(dets):
             if not st.first_report(det):
                 continue
             out.detections.append(det)
-            if det.scope is Scope.AGENT:
+            if det.scope is Scope.AGENT and det.run_id not in in_request and det.run_id in st.seen \
+                    and st.lineage.kind(det.run_id) is SpanKind.AGENT:
+                out.after_agent.append(det)  # (its agent span came in an earlier request)
+            elif det.scope is Scope.AGENT:
                 pending = st.pending.setdefault(det.run_id, [])
                 if len(pending) < _MAX_PENDING:
                     pending.append(det)

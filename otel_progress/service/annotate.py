@@ -55,9 +55,12 @@ def _bounded(attrs: Mapping[str, Any], limit: int = MAX_VALUE_CHARS) -> dict[str
     return {key: clip_chars(value, limit) if isinstance(value, str) else value for key, value in attrs.items()}
 
 
-def annotation_span_id(det: Detection) -> bytes:
-    """A stable 8-byte span id for the annotation span of a detection."""
+def annotation_span_id(det: Detection, annotates: str = "") -> bytes:
+    """A stable 8-byte span id for the annotation span of a detection (``annotates``: the
+    span it annotates when that is not the detection's own, its run's agent span)."""
     key = f"{det.trace_id}|{det.span_id}|{det.reason.value}|{det.turn}|{int(det.level)}".encode()
+    if annotates:
+        key += f"|{annotates}".encode()
     raw = blake3(key).digest(length=8)
     return raw if any(raw) else b"\x00" * 7 + b"\x01"
 
@@ -96,11 +99,14 @@ def annotate_span(span: trace_pb2.Span, det: Detection) -> bool:
     return True
 
 
-def annotation_span(det: Detection, parent_id: str, start_ns: int, end_ns: int) -> trace_pb2.Span:
-    """The annotation span of a detection (see the module docstring)."""
+def annotation_span(det: Detection, parent_id: str, start_ns: int, end_ns: int,
+                    on_agent: bool = False) -> trace_pb2.Span:
+    """The annotation span of a detection (see the module docstring); ``on_agent``: it
+    annotates the run's agent span ``parent_id`` (exported before the detection was found)."""
+    annotates = parent_id if on_agent else det.span_id
     span = trace_pb2.Span(
         trace_id=bytes.fromhex(det.trace_id),
-        span_id=annotation_span_id(det),
+        span_id=annotation_span_id(det, parent_id if on_agent else ""),
         parent_span_id=bytes.fromhex(parent_id) if parent_id else b"",
         name=det.event,
         kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
@@ -109,7 +115,7 @@ def annotation_span(det: Detection, parent_id: str, start_ns: int, end_ns: int) 
     )
     attrs = dict(det.event_attributes())
     attrs.update(det.span_attributes())
-    attrs["progress.annotates.span_id"] = det.span_id
+    attrs["progress.annotates.span_id"] = annotates
     if det.agent:
         attrs["gen_ai.agent.name"] = det.agent
     attrs = _bounded(attrs)
@@ -141,7 +147,8 @@ def annotated_request(raw: bytes, placements: Sequence[Placement]) -> tuple[byte
             by_span.setdefault(p.loc, []).append(p.detection)
         else:
             now = time.time_ns()
-            detached.setdefault(p.resource_index, []).append(annotation_span(p.detection, p.parent_id, now, now))
+            detached.setdefault(p.resource_index, []).append(
+                annotation_span(p.detection, p.parent_id, now, now, p.on_agent))
             written += 1
 
     def rewrite(loc: tuple[int, int, int], span_bytes: bytes) -> bytes | None:

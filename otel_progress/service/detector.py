@@ -406,6 +406,10 @@ class BatchDetector:
             it = arrival.ref
             placements.extend(Placement(det, it.loc, it.record.parent_id, it.loc[0], on_agent=True) for det in dets)
             placed.setdefault((it.record.trace_id, it.record.span_id), []).extend(dets)
+        for det in outcome.after_agent:
+            # The run's agent span came in an earlier request: an annotation span, its child.
+            any_loc = next((it.loc for it in items if it.record.trace_id == det.trace_id), (0, 0, 0))
+            placements.append(Placement(det, None, det.run_id, any_loc[0], on_agent=True))
         for (trace_id, span_id), dets in placed.items():
             self.traces.placed(trace_id, span_id, tuple(dets))
         result.new_detections.extend(outcome.detections)

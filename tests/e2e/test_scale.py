@@ -24,7 +24,8 @@ loop). The properties, read from the sink's spans and detection log records:
                detection records of different spans);
 ``park``       every looping run that reaches park when one replica reads it undisturbed
                (the engine on the whole run) reaches park here;
-``agent_span`` the run's agent span carries every (reason, level) of its run.
+``agent_span`` the run's agent span carries every (reason, level) of its run (as its events,
+               or, found after it was forwarded, as annotation spans naming it).
 
 A detection counts where serve writes it: an event on the tool span, or an annotation span
 naming the tool span (``progress.annotates.span_id``: the span was not in the batch that
@@ -85,14 +86,6 @@ GUARANTEED = {
     # metric): a run may stop short of park, and a lost agent span carries nothing (seen in
     # CI); the store still announces each level once
     ("down_beyond_retry", "state_store"): ("lost", "caught", "false", "once"),
-    # seen under load (CI, and again on the loaded development machine), not yet
-    # explained: one of 38 looping runs a level short of park, once its agent span without
-    # its level 2 (each level still announced once; passed on a quieter machine)
-    ("rolling_restart", "state_dir"): ("lost", "caught", "false", "once"),
-    # during a rolling restart two replicas can evaluate batches of one trace at once past
-    # the store's 1 s wait (the store shares state, it does not order the replicas): seen in
-    # 1 of 38 looping runs, one level short of park; each level is still announced once
-    ("rolling_restart", "state_store"): ("lost", "caught", "false", "once", "agent_span"),
 }
 RETRY_MAX_ELAPSED_S = 30  # the gateway's retry of one batch in down_beyond_retry (its floor: max_interval)
 
@@ -206,13 +199,18 @@ def _read(pipe: Pipeline, manifests: list[Path]) -> Runs:
     arrived: dict[str, SpanRecord] = {}
     tool: dict[str, dict[tuple[str, int], set[str]]] = defaultdict(lambda: defaultdict(set))
     agent: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    agent_spans = {s.span_id for s in spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"}
     for s in spans:
         if s.span_id not in sent_ids:
-            # serve's annotation span: a detection whose span was not in the batch that found it
+            # serve's annotation span: a detection whose span was not in the batch that found
+            # it, or one found after its run's agent span was forwarded (naming that span)
             annotates = s.attributes.get("progress.annotates.span_id")
             if annotates and s.name in DETECTION_EVENTS:
                 key = (str(s.attributes["progress.reason"]), int(s.attributes["progress.level"]))
-                tool[s.trace_id][key].add(str(annotates))
+                if annotates in agent_spans:
+                    agent[s.trace_id].add(key)
+                else:
+                    tool[s.trace_id][key].add(str(annotates))
             continue
         arrived.setdefault(s.span_id, s)
         for name, ev in s.events:

@@ -309,3 +309,28 @@ def test_the_store_password_is_never_printed():
                       or http_get(f"http://127.0.0.1:{health}/healthz")[0] == 200, 30, 0.2)
     a.stop()
     assert "s3cret" not in a.err and ":***@" in a.err, a.err
+
+
+@pytest.mark.parametrize("turns", [9, 10])
+def test_a_batch_retried_past_a_hand_off_is_analysed_in_order_by_the_replica_that_continues(downstream, turns):
+    """The sender retried a batch of the run's (its replica restarted) and sent the later
+    ones to the replica that continues the run meanwhile: the retried batch arrives late
+    there, its calls folded into the continued run. The run still parks, each level once,
+    and the agent span carries the run's detections."""
+    spans = loop_trace(508, turns=turns)
+    calls, agent = spans[:-1], spans[-1]
+    with redis_server() as url:
+        a = Serve(downstream.endpoint, "--state-store", url)
+        b = Serve(downstream.endpoint, "--state-store", url)
+        try:
+            a.send(calls[:4])
+            b.send(calls[8:])  # (the later batches, sent to the replica that continues)
+            b.send(calls[4:8])  # (the batch retried after the restart: late)
+            b.send([agent])
+        finally:
+            assert a.stop() == 0, a.err
+            assert b.stop() == 0, b.err
+    found = _detections(downstream)
+    on_calls = sorted(lv for s, _r, lv in found if s != AGENT_SPAN)
+    assert on_calls == [1, 2, 3], found
+    assert sorted(lv for s, _r, lv in found if s == AGENT_SPAN) == [1, 2, 3], found
