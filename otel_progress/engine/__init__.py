@@ -21,19 +21,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
+from typing import Any
 
 from ..evidence.canonical import Digester
 from ..model import Compaction, Detection, ModelOutput, ToolCall
 from .config import Config
-from .conversations import ConversationTable
-from .model_turns import ModelTurns
 from .pipeline import Pipeline
 from .release import StepRelease
 from .runstate import RunState
-from .signals import ConversationSignal, RunSignatureSignal, build_model_signals, build_signals
-from .signals.text import TextRepeatSignal
+from .scopes import CrossTraceScopes
+from .signals import RunSignatureSignal, build_model_signals, build_signals
 from .snapshot import StateCodec
 from .summary import EngineStats, RunSummary, summarise
 from .tables import RunTable, TraceState
@@ -67,17 +66,8 @@ class ProgressEngine:
         self._table = RunTable(self.pipeline, self.stats)
         steps = StepRelease(self.config, self.pipeline, self.stats)
         self._release, self._release_before, self._evaluate = steps.release, steps.release_before, steps.evaluate
-        # The conversation scope: the turns of each conversation across traces (None: off).
-        turn_index = next(
-            (i for i, s in enumerate(self.pipeline.signals) if isinstance(s, ConversationSignal)), None)
-        self._conversations = ConversationTable(self.config, turn_index) if turn_index is not None else None
-        # The model side of conversations: requests left unexecuted, texts said, turn after
-        # turn (None: both signals off).
-        model_signals = self.pipeline.model_signals
-        unexecuted_index = next((i for i, s in enumerate(model_signals) if s.name == "unexecuted"), None)
-        text = next(((s, i) for i, s in enumerate(model_signals) if isinstance(s, TextRepeatSignal)), None)
-        self._model_turns = ModelTurns(self.config, unexecuted_index, text) \
-            if unexecuted_index is not None or text is not None else None
+        # What the engine follows across traces: conversations, the tool side's and the model's.
+        self._scopes = CrossTraceScopes(self.config, self.pipeline)
 
     # -- state ------------------------------------------------------------------------
 
@@ -296,19 +286,10 @@ class ProgressEngine:
                     if det is not None:
                         self.stats.detections += 1
                         detections.append(det)
-                at = time.monotonic() if now is None else now
-                if run is not None and self._conversations is not None:
-                    det = self._conversations.run_ended(trace, run, parent_run_id, conversation_id, span_id or run_id,
-                                                        at)
-                    if det is not None:
-                        self.stats.detections += 1
-                        detections.append(det)
-                if self._model_turns is not None:
-                    det = self._model_turns.run_ended(trace_id, run_id, run, parent_run_id, conversation_id,
-                                                      span_id or run_id, at)
-                    if det is not None:
-                        self.stats.detections += 1
-                        detections.append(det)
+                across = self._scopes.run_ended(trace, trace_id, run_id, run, parent_run_id, conversation_id,
+                                                span_id or run_id, time.monotonic() if now is None else now)
+                self.stats.detections += len(across)
+                detections.extend(across)
                 if run is not None:
                     self._table.drop_run(trace, run_id)
                 return summarise(trace_id, run_id, run, detections)
@@ -345,10 +326,7 @@ class ProgressEngine:
         """Drop traces idle for longer than ``run_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            if self._conversations is not None:
-                self._conversations.evict_idle(now)
-            if self._model_turns is not None:
-                self._model_turns.evict_idle(now)
+            self._scopes.evict_idle(now)
             return self._table.evict_idle(now)
 
     def trace_state(self, trace_id: str) -> TraceState | None:
@@ -363,6 +341,23 @@ class ProgressEngine:
         now = time.monotonic() if now is None else now
         with self._lock:
             self._table.adopt(state, now - max(0.0, idle))
+
+    def conversation_state(self, now: float | None = None) -> dict[str, Any]:
+        """What the engine remembers of its conversations across traces (the conversation
+        scope's turns, the model side's), to write out with :meth:`state_codec` (times as
+        ages) and continue in another process (:meth:`adopt_conversations`); empty when
+        both are off."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return self._scopes.snapshot(now)
+
+    def adopt_conversations(self, state: Mapping[str, Any], idle: float = 0.0, now: float | None = None) -> int:
+        """Continue the conversations of :meth:`conversation_state` written by another
+        process (or an earlier one), ``idle`` seconds after it was written; those this
+        engine already follows are kept. Returns how many were continued."""
+        now = (time.monotonic() if now is None else now) - max(0.0, idle)
+        with self._lock:
+            return self._scopes.restore(state, now)
 
     def state_codec(self) -> StateCodec:
         """The codec that writes and reads this engine's trace states (:mod:`.snapshot`):

@@ -154,6 +154,24 @@ class ConversationTable:
         )
         return conversation_detection(finding, Level(conv.level), conv.turns, run, span_id)
 
+    def snapshot(self, now: float) -> list[tuple[str, ConversationState, float]]:
+        """The conversations, least recently used first, each with its age (seconds since
+        its last turn): to write out (:meth:`restore` in another process)."""
+        return [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.conversations.items()]
+
+    def restore(self, snapshot: list[tuple[str, ConversationState, float]], now: float) -> int:
+        """Continue the conversations of a :meth:`snapshot` (an age in it counts from
+        ``now``); those this table already follows are kept. Returns how many."""
+        restored = 0
+        for key, conv, age in snapshot:
+            if key in self.conversations or not isinstance(conv, ConversationState):
+                continue
+            conv.last_seen = now - float(age)
+            self._get(key, conv.last_seen)  # (room made as for a new one)
+            self.conversations[key] = conv
+            restored += 1
+        return restored
+
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;
         returns how many."""

@@ -263,6 +263,33 @@ class ModelTurns:
             f" ran ({cause}), with nothing new reaching it in between",
             Scope.CONVERSATION, loop=best[0])
 
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """What this table remembers, the conversations with their ages (seconds since
+        their last turn): to write out (:meth:`restore` in another process)."""
+        conversations = [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.conversations.items()]
+        return {"conversations": conversations, "children": list(self._children.items()),
+                "named": list(self._named.items()), "ended": list(self._ended)}
+
+    def restore(self, snapshot: dict[str, Any], now: float) -> int:
+        """Continue what a :meth:`snapshot` remembered (an age in it counts from ``now``);
+        the conversations this table already follows are kept. Returns how many
+        conversations were continued."""
+        restored = 0
+        for key, conv, age in snapshot.get("conversations", ()):
+            if key in self.conversations or not isinstance(conv, _Turns):
+                continue
+            conv.last_seen = now - float(age)
+            self._get(key, conv.last_seen)  # (room made as for a new one)
+            self.conversations[key] = conv
+            restored += 1
+        for key, turn in snapshot.get("children", ()):
+            self._children.setdefault(tuple(key), turn)
+        for trace_id, named in snapshot.get("named", ()):
+            self._named.setdefault(trace_id, tuple(named))
+        for key in snapshot.get("ended", ()):
+            self._ended[tuple(key)] = None
+        return restored
+
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;
         returns how many."""

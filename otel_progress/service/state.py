@@ -7,7 +7,8 @@ the writer, an HMAC, a restricted pickle) to
 
 * a **checkpoint file** in ``--state-dir`` (:class:`Checkpoints`): on SIGTERM/SIGINT
   after the drain, and every ``--checkpoint-interval`` seconds, the most recently used
-  traces first up to ``--checkpoint-max-mib``; read back on start;
+  traces first up to ``--checkpoint-max-mib``, and the conversations the engine follows
+  across traces (``ProgressEngine.conversation_state``) when they fit; read back on start;
 * a **store** shared by the replicas, ``--state-store redis://host:port/db``
   (:class:`RedisStore`, Redis or Valkey): after each batch, the state of the traces it
   touched (one transaction, with the run TTL as expiry); before a batch is evaluated,
@@ -363,8 +364,20 @@ class StateKeeper:
                         continue
                     size += len(data)
                     entries.append(data)
+        conversations = b""
+        with detector.locked():
+            state = detector.traces.engine.conversation_state()
+            if state:
+                try:
+                    conversations = self.codec.dumps(state)
+                except StateError:
+                    conversations = b""
+        if size + len(conversations) > cp.max_bytes:
+            self._warn("bound-conversations", "otel-progress: checkpoint %s leaves out the conversations followed"
+                       " across traces (%d bytes past --checkpoint-max-mib)", cp.path, len(conversations))
+            conversations = b""
         try:
-            cp.write(self.codec.dumps({"written": time.time(), "entries": entries}))
+            cp.write(self.codec.dumps({"written": time.time(), "entries": entries, "conversations": conversations}))
         except (OSError, StateError) as exc:
             self.metrics.add("progress.service.state.errors", 1, {"op": "checkpoint"})
             self._warn("checkpoint", "otel-progress: cannot write the checkpoint %s: %s", cp.path, exc)
@@ -415,8 +428,24 @@ class StateKeeper:
                     continue
                 restored += 1
         self.metrics.add("progress.service.state.continued", restored, {"source": "checkpoint"})
-        _log.info("otel-progress: restored %d open traces from %s", restored, cp.path)
+        conversations = self._restore_conversations(detector, snapshot.get("conversations"), elapsed, cp.path)
+        _log.info("otel-progress: restored %d open traces%s from %s", restored,
+                  f" and {conversations} conversations" if conversations else "", cp.path)
         return restored
+
+    def _restore_conversations(self, detector: Any, data: Any, elapsed: float, path: str) -> int:
+        """Continue the conversations of a checkpoint (``data``: their encoded state)."""
+        if not isinstance(data, bytes) or not data:
+            return 0
+        state = self._decode(data, f"checkpoint {path} (conversations)")
+        if not isinstance(state, dict):
+            return 0
+        try:
+            with detector.locked():
+                return int(detector.traces.engine.adopt_conversations(state, elapsed))
+        except Exception as exc:  # a state that does not fit: the conversations start afresh
+            self._foreign("checkpoint", f"checkpoint {path}: its conversations cannot be continued: {exc!r}")
+            return 0
 
     # -- reading ---------------------------------------------------------------------
 

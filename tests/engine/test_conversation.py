@@ -145,7 +145,7 @@ def test_conversation_turns_is_the_threshold() -> None:
 def test_disabling_the_signal_turns_the_scope_off() -> None:
     chat = Chat(Config(disabled_signals=frozenset({"conversation"})))
     assert [d for _ in range(8) for d in chat.turn(LOOKUPS)] == []
-    assert chat.engine._conversations is None
+    assert chat.engine._scopes.conversations is None
 
 
 def test_state_is_bounded_by_max_conversations_and_the_ttl() -> None:
@@ -154,21 +154,21 @@ def test_state_is_bounded_by_max_conversations_and_the_ttl() -> None:
         chat.turn(LOOKUPS, conversation="a", now=0)
     chat.turn(LOOKUPS, conversation="b", now=1)
     chat.turn(LOOKUPS, conversation="c", now=2)  # "a" is the least recently used: forgotten
-    assert len(chat.engine._conversations) == 2
+    assert len(chat.engine._scopes.conversations) == 2
     assert chat.turn(LOOKUPS, conversation="a", now=3) == []  # a first turn again
     chat.turn(LOOKUPS, conversation="a", now=4)
     chat.turn(LOOKUPS, conversation="a", now=5)
-    assert chat.engine.evict_idle(now=64.5) == 0 and len(chat.engine._conversations) == 1  # "a" kept (5 + 60)
+    assert chat.engine.evict_idle(now=64.5) == 0 and len(chat.engine._scopes.conversations) == 1  # "a" kept (5 + 60)
     assert len(chat.turn(LOOKUPS, conversation="a", now=64.5)) == 1
     chat.engine.evict_idle(now=200)
-    assert len(chat.engine._conversations) == 0
+    assert len(chat.engine._scopes.conversations) == 0
 
 
 def test_memory_of_a_conversation_is_bounded() -> None:
     chat = Chat(Config(max_evidence=4))  # the conversation remembers 16 requests
     for i in range(40):
         chat.turn([("get_order", {"id": f"A-{i}"}, {"n": i})])
-    assert len(chat.engine._conversations.conversations["conv-1"].seen) <= 16
+    assert len(chat.engine._scopes.conversations.conversations["conv-1"].seen) <= 16
 
 
 def test_a_turn_with_more_distinct_requests_than_max_evidence_is_not_judged() -> None:

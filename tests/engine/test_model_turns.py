@@ -229,7 +229,7 @@ def test_the_same_answer_to_new_questions_and_short_texts_are_quiet() -> None:
 def test_conversations_are_bounded_and_forgotten_after_their_ttl() -> None:
     turns = Turns(Config(disabled_signals=MODEL_ONLY.disabled_signals, max_conversations=2,
                          conversation_ttl_seconds=60))
-    table = turns.engine._model_turns
+    table = turns.engine._scopes.model_turns
     assert table is not None
     for i in range(4):
         turns.turn(conversation=f"conv-{i}", refused=True)
@@ -258,3 +258,23 @@ def test_a_trace_analysed_again_whole_counts_each_run_once() -> None:
     again = e.end_run("trace-2", "run-2", span_id="agent2", conversation_id="conv-1")
     assert again is not None and [d for d in again.detections_list if d.scope is Scope.CONVERSATION] == []
     assert _conv(turns.turn(refused=True)) == [("unexecuted_repeat", 1, "agent3")]
+
+
+def test_the_conversations_continue_in_another_engine_from_their_written_state() -> None:
+    """``conversation_state`` written with the engine's codec and ``adopt_conversations`` in
+    another process (serve's checkpoint): two refused turns there, the third here."""
+    first = Turns()
+    first.turn(refused=True)
+    first.turn(refused=True)
+    data = first.engine.state_codec().dumps(first.engine.conversation_state())
+    second = Turns()
+    second.n = first.n
+    state = second.engine.state_codec().loads(data)
+    assert second.engine.adopt_conversations(state, idle=5.0) == 1
+    assert second.engine.adopt_conversations(state) == 0  # (those it follows are kept)
+    assert _conv(second.turn(refused=True)) == [("unexecuted_repeat", 1, "agent3")]
+    # past the TTL since it was written, the conversation is forgotten at the next eviction
+    late = Turns(Config(disabled_signals=MODEL_ONLY.disabled_signals, conversation_ttl_seconds=60))
+    late.engine.adopt_conversations(late.engine.state_codec().loads(data), idle=120.0)
+    late.engine.evict_idle()
+    assert late.engine._scopes.model_turns is not None and len(late.engine._scopes.model_turns) == 0
