@@ -41,7 +41,7 @@ from otel_progress.runs.carry import export_trace
 from otel_progress.service.detector import BatchDetector
 from otel_progress.service.metrics import ServiceMetrics
 from otel_progress.service.otlp import key_values
-from otel_progress.service.state import CHECKPOINT_NAME, Checkpoints, RedisStore, StateKeeper
+from otel_progress.service.state import CHECKPOINT_NAME, STORE_HELD_BYTES, Checkpoints, RedisStore, StateKeeper
 
 T0 = 1_700_000_000_000_000_000
 
@@ -129,7 +129,8 @@ def run(url: str, traces: int, count: int) -> None:
     med = {k: statistics.median(v[warm:]) for k, v in wall.items()}
     moved = hand[0].metrics.value("progress.service.state.continued") + hand[1].metrics.value(
         "progress.service.state.continued")
-    bundles = [export_trace(store.traces, t) for t in list(store.traces.open.traces)[:traces]]
+    bundles = [export_trace(store.traces, t, held_limit=STORE_HELD_BYTES)
+               for t in list(store.traces.open.traces)[:traces]]
     sizes = [len(store.keeper.codec.dumps(b)) for b in bundles if b is not None]  # type: ignore[union-attr]
     print(f"{count} batches of {traces} looping runs (one turn each, {2 * traces} spans), Redis on loopback")
     print(f"  median wall per batch: plain {med['plain'] * 1e3:.2f} ms, store {med['store'] * 1e3:.2f} ms,"

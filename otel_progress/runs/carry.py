@@ -12,13 +12,19 @@ A :class:`TraceBundle` holds, for one trace id, everything its continuation need
   guesses;
 * the run model's tags and held-back detections of the trace's runs.
 
-The spans held for the merge window are not carried (they are the spans' bytes, the bulk
-of a trace's state): a late span after a hand-off is replayed as it comes. Of the span ids
-a trace remembers (its lineage, the spans seen for retries, with the detections placed on
-them), the :data:`CARRIED_SPANS` latest are carried, and the ancestors of those in the
-lineage (agents, plan nodes): a retried batch older than that is detected as new (the
-engine's own record of a run's latest span ids still drops its calls), and a span whose
-parent was forgotten joins a provisional run until its ancestor arrives. Times are
+The spans held for the merge window (the spans' bytes, the bulk of a trace's state) are
+carried while they weigh at most :data:`CARRIED_HELD_BYTES`, with the whole lineage and
+every span id seen: a span that arrives late after a hand-off (a batch the sender retried
+after the restart, overtaken by the batches it sent to the restarted replica meanwhile)
+then makes the continuing replica analyse the trace again whole, in time order, as the
+replica that held it all along would. A trace whose held spans weigh more (or were already
+dropped: past the merge window, or for the memory budget) is carried without them: of the
+span ids it remembers (its lineage, the spans seen for retries, with the detections placed
+on them), the :data:`CARRIED_SPANS` latest are carried, and the ancestors of those in the
+lineage (agents, plan nodes); a late span is then replayed as it comes, a retried batch
+older than that is detected as new (the engine's own record of a run's latest span ids
+still drops its calls), and a span whose parent was forgotten joins a provisional run
+until its ancestor arrives. Times are
 carried as ages (seconds before the export), since each process has its own monotonic
 clock. A continued trace is marked ``continued``: a detection whose ``(run, reason,
 level)`` was announced before is never announced again (:meth:`~.opentraces.TraceState.first_report`).
@@ -35,10 +41,12 @@ from typing import Any
 
 from .traces import TraceTable
 
-__all__ = ["CARRIED_SPANS", "TraceBundle", "export_trace", "import_trace"]
+__all__ = ["CARRIED_HELD_BYTES", "CARRIED_SPANS", "TraceBundle", "export_trace", "import_trace"]
 
 #: Span ids carried per trace (the latest; and in the lineage, their ancestors).
 CARRIED_SPANS = 64
+#: The most a trace's held spans may weigh (estimated bytes) to be carried with it.
+CARRIED_HELD_BYTES = 256 * 1024
 
 
 @dataclass
@@ -46,7 +54,7 @@ class TraceBundle:
     """What one process knew of one open trace (see the module docstring)."""
 
     trace_id: str
-    service: Any  # runs.opentraces.TraceState (held spans dropped)
+    service: Any  # runs.opentraces.TraceState (its held spans carried within CARRIED_HELD_BYTES)
     engine: Any = None  # engine.tables.TraceState, or None (no tool call yet)
     idle: float = 0.0  # seconds since the trace's latest span
     complete_age: float | None = None  # seconds since its root span arrived (None: not yet)
@@ -55,18 +63,24 @@ class TraceBundle:
     held: list[tuple[tuple[str, str], list[Any]]] = field(default_factory=list)
 
 
-def export_trace(table: TraceTable, trace_id: str, now: float | None = None) -> TraceBundle | None:
-    """The bundle of an open trace of ``table`` (None: not open). The objects are the live
-    ones (the engine's, the run model's): write them out before the table changes."""
+def export_trace(table: TraceTable, trace_id: str, now: float | None = None,
+                 held_limit: int = CARRIED_HELD_BYTES) -> TraceBundle | None:
+    """The bundle of an open trace of ``table`` (None: not open), its held spans with it
+    while they weigh at most ``held_limit`` bytes. The objects are the live ones (the
+    engine's, the run model's): write them out before the table changes."""
     now = time.monotonic() if now is None else now
     st = table.open.traces.get(trace_id)
     if st is None:
         return None
     service = copy.copy(st)
-    service.held, service.held_bytes, service.size = None, 0, 0
-    service.lineage = st.lineage.trimmed(CARRIED_SPANS)
-    seen = st.seen
-    service.seen = OrderedDict((sid, seen[sid]) for sid in reversed(list(islice(reversed(seen), CARRIED_SPANS))))
+    service.size = 0
+    if st.held is not None and st.held_bytes <= held_limit:
+        service.held = list(st.held)  # (and the lineage and seen span ids whole, the live ones)
+    else:
+        service.held, service.held_bytes = None, 0
+        service.lineage = st.lineage.trimmed(CARRIED_SPANS)
+        seen = st.seen
+        service.seen = OrderedDict((sid, seen[sid]) for sid in reversed(list(islice(reversed(seen), CARRIED_SPANS))))
     engine = table.engine.trace_state(trace_id)
     model = table.model
     tags = [(k, v) for k, v in model.tags_of(trace_id)]
@@ -82,7 +96,8 @@ def import_trace(table: TraceTable, bundle: TraceBundle, now: float | None = Non
     detections are not reported again: the replaced state is dropped, not ended)."""
     now = time.monotonic() if now is None else now
     st = bundle.service
-    st.held, st.held_bytes = None, 0
+    if st.held is None:
+        st.held_bytes = 0
     st.last_seen = now - bundle.idle
     st.complete_at = None if bundle.complete_age is None else now - bundle.complete_age
     st.continued = True

@@ -240,6 +240,8 @@ class OpenTraces:
         st.size = st.estimate()
         self._held += st.size
         self.traces[st.trace_id] = st
+        if st.held is not None:
+            self._holding[st.trace_id] = None  # (dropped past the merge window, for the budget)
         if st.complete_at is not None:
             self._completing.append((st.complete_at, st.trace_id))
         self._sync_budget()

@@ -43,13 +43,18 @@ from .options import ServiceConfigError
 if TYPE_CHECKING:
     from ..runs.traces import TraceTable
 
-__all__ = ["CHECKPOINT_NAME", "Checkpoints", "RedisStore", "StateKeeper"]
+__all__ = ["CHECKPOINT_NAME", "STORE_HELD_BYTES", "Checkpoints", "RedisStore", "StateKeeper"]
 
 _log = logging.getLogger("otel_progress.service")
 
 CHECKPOINT_NAME = "otel-progress-state.bin"
 _MAX_GENERATIONS = 200_000
 _CHECKPOINT_CHUNK = 32  # traces written per hold of the detector's lock
+#: The most a trace's held spans may weigh (estimated bytes) to go with its state to the
+#: store after every batch (a checkpoint carries up to ``runs.carry.CARRIED_HELD_BYTES``):
+#: what a replica that continues a run needs to analyse it again whole when a batch of it
+#: comes late, bounded because the store is written after every batch.
+STORE_HELD_BYTES = 32 * 1024
 #: How long a replica's mark on a trace it evaluates lasts (cleared by its write), ms.
 BUSY_MS = 2000
 #: How long a replica waits for another's mark on a trace of its batch to clear, s.
@@ -278,7 +283,7 @@ class StateKeeper:
         now = time.monotonic()
         out: list[tuple[str, int, bytes]] = []
         for trace_id in dict.fromkeys(trace_ids):
-            bundle = export_trace(table, trace_id, now)
+            bundle = export_trace(table, trace_id, now, STORE_HELD_BYTES)
             if bundle is None:
                 continue
             try:
