@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..model import Detection, Finding, Level, Reason, Scope
 from .digests import admit
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from .signals.conversation import TurnRecord
     from .tables import TraceState
 
-__all__ = ["ConversationState", "ConversationTable", "conversation_detection"]
+__all__ = ["ConversationBook", "ConversationState", "ConversationTable", "conversation_detection"]
 
 
 def conversation_detection(finding: Finding, level: Level, turn: int, run: RunState | None, span_id: str, *,
@@ -57,6 +58,70 @@ def conversation_detection(finding: Finding, level: Level, turn: int, run: RunSt
         handoff=handoff_note(finding, turn, run.attempts if run is not None else ()),
         tokens=run.tokens if run is not None else 0,
     )
+
+
+S = TypeVar("S")
+
+
+class ConversationBook(Generic[S]):
+    """Per-conversation states by key, the least recently used first: at most
+    ``max_conversations`` (the least recently used forgotten first), each forgotten
+    ``conversation_ttl_seconds`` after its last turn, written out and read back with ages
+    (each process has its own monotonic clock). ``make(now)``: a new state; a state has
+    ``last_seen``."""
+
+    def __init__(self, config: Config, make: Callable[[float], S]) -> None:
+        self.config = config
+        self.make = make
+        self.table: OrderedDict[str, S] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def get(self, key: str, now: float) -> S:
+        """The state of ``key`` (made if new), marked used at ``now``."""
+        table = self.table
+        conv = table.get(key)
+        if conv is None:
+            while len(table) >= self.config.max_conversations:
+                table.popitem(last=False)
+            conv = table[key] = self.make(now)
+        else:
+            table.move_to_end(key)
+        conv.last_seen = now  # type: ignore[attr-defined]
+        return conv
+
+    def snapshot(self, now: float) -> list[tuple[str, S, float]]:
+        """The states, least recently used first, each with its age (seconds since its last
+        turn): to write out (:meth:`restore` in another process)."""
+        return [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.table.items()]  # type: ignore[attr-defined]
+
+    def restore(self, snapshot: Iterable[tuple[str, Any, float]], now: float, kind: type) -> int:
+        """Continue the states of a :meth:`snapshot` that are ``kind`` (an age in it counts
+        from ``now``); those this book already holds are kept. Returns how many."""
+        restored = 0
+        for key, conv, age in snapshot:
+            if key in self.table or not isinstance(conv, kind):
+                continue
+            conv.last_seen = now - float(age)
+            self.get(key, conv.last_seen)  # (room made as for a new one)
+            self.table[key] = conv
+            restored += 1
+        return restored
+
+    def evict_idle(self, now: float) -> int:
+        """Forget the states whose last turn ended ``conversation_ttl_seconds`` ago; returns
+        how many."""
+        ttl = self.config.conversation_ttl_seconds
+        table = self.table
+        dropped = 0
+        while table:
+            key, conv = next(iter(table.items()))
+            if now - conv.last_seen <= ttl:  # type: ignore[attr-defined]
+                break
+            del table[key]
+            dropped += 1
+        return dropped
 
 
 class ConversationState:
@@ -86,22 +151,11 @@ class ConversationTable:
     def __init__(self, config: Config, turn_index: int) -> None:
         self.config = config
         self.turn_index = turn_index
-        self.conversations: OrderedDict[str, ConversationState] = OrderedDict()
+        self.book: ConversationBook[ConversationState] = ConversationBook(config, ConversationState)
+        self.conversations = self.book.table
 
     def __len__(self) -> int:
-        return len(self.conversations)
-
-    def _get(self, conversation_id: str, now: float) -> ConversationState:
-        table = self.conversations
-        conv = table.get(conversation_id)
-        if conv is None:
-            while len(table) >= self.config.max_conversations:
-                table.popitem(last=False)
-            conv = table[conversation_id] = ConversationState(now)
-        else:
-            table.move_to_end(conversation_id)
-        conv.last_seen = now
-        return conv
+        return len(self.book)
 
     def run_ended(self, trace: TraceState, run: RunState, parent_run_id: str | None,
                   conversation_id: str | None, span_id: str, now: float) -> Detection | None:
@@ -121,7 +175,7 @@ class ConversationTable:
                  now: float) -> Detection | None:
         """The run ``run`` of conversation ``conversation_id`` ended on the agent span
         ``span_id``; the detection to announce, if its turn completes a loop."""
-        conv = self._get(conversation_id, now)
+        conv = self.book.get(conversation_id, now)
         conv.turns += 1
         seen = conv.seen
         cap = 4 * self.config.max_evidence
@@ -155,33 +209,14 @@ class ConversationTable:
         return conversation_detection(finding, Level(conv.level), conv.turns, run, span_id)
 
     def snapshot(self, now: float) -> list[tuple[str, ConversationState, float]]:
-        """The conversations, least recently used first, each with its age (seconds since
-        its last turn): to write out (:meth:`restore` in another process)."""
-        return [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.conversations.items()]
+        """The conversations with their ages (:meth:`ConversationBook.snapshot`)."""
+        return self.book.snapshot(now)
 
     def restore(self, snapshot: list[tuple[str, ConversationState, float]], now: float) -> int:
-        """Continue the conversations of a :meth:`snapshot` (an age in it counts from
-        ``now``); those this table already follows are kept. Returns how many."""
-        restored = 0
-        for key, conv, age in snapshot:
-            if key in self.conversations or not isinstance(conv, ConversationState):
-                continue
-            conv.last_seen = now - float(age)
-            self._get(key, conv.last_seen)  # (room made as for a new one)
-            self.conversations[key] = conv
-            restored += 1
-        return restored
+        """Continue the conversations of a :meth:`snapshot`; returns how many."""
+        return self.book.restore(snapshot, now, ConversationState)
 
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;
         returns how many."""
-        ttl = self.config.conversation_ttl_seconds
-        table = self.conversations
-        dropped = 0
-        while table:
-            conversation_id, conv = next(iter(table.items()))
-            if now - conv.last_seen <= ttl:
-                break
-            del table[conversation_id]
-            dropped += 1
-        return dropped
+        return self.book.evict_idle(now)

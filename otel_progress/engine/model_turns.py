@@ -47,7 +47,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ..model import Detection, Finding, Level, Reason, Scope
-from .conversations import conversation_detection
+from .conversations import ConversationBook, conversation_detection
 
 if TYPE_CHECKING:
     from .config import Config
@@ -114,7 +114,8 @@ class ModelTurns:
         self.config = config
         self.unexecuted_index = unexecuted_index
         self.text = text
-        self.conversations: OrderedDict[str, _Turns] = OrderedDict()
+        self.book: ConversationBook[_Turns] = ConversationBook(config, lambda now: _Turns(now, self._fresh_said()))
+        self.conversations = self.book.table
         #: (trace, run) -> the turns of its sub-agents that ended, until it ends itself
         self._children: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
         #: trace -> the conversation an agent span of it named ("": none), and that agent span
@@ -124,19 +125,7 @@ class ModelTurns:
         self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self.conversations)
-
-    def _get(self, key: str, now: float) -> _Turns:
-        table = self.conversations
-        conv = table.get(key)
-        if conv is None:
-            while len(table) >= self.config.max_conversations:
-                table.popitem(last=False)
-            conv = table[key] = _Turns(now, self._fresh_said())
-        else:
-            table.move_to_end(key)
-        conv.last_seen = now
-        return conv
+        return len(self.book)
 
     def _fresh_said(self) -> Any:
         return None if self.text is None else self.text[0].new_state()
@@ -197,7 +186,7 @@ class ModelTurns:
             while len(self._children) > self.config.max_conversations:
                 self._children.popitem(last=False)
             return None
-        conv = self._get(f"c:{conversation_id}" if conversation_id else f"t:{trace_id}", now)
+        conv = self.book.get(f"c:{conversation_id}" if conversation_id else f"t:{trace_id}", now)
         finding = self._end_turn(conv, turn, conversation_id or "")
         if finding is None:
             return None
@@ -266,22 +255,14 @@ class ModelTurns:
     def snapshot(self, now: float) -> dict[str, Any]:
         """What this table remembers, the conversations with their ages (seconds since
         their last turn): to write out (:meth:`restore` in another process)."""
-        conversations = [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.conversations.items()]
-        return {"conversations": conversations, "children": list(self._children.items()),
+        return {"conversations": self.book.snapshot(now), "children": list(self._children.items()),
                 "named": list(self._named.items()), "ended": list(self._ended)}
 
     def restore(self, snapshot: dict[str, Any], now: float) -> int:
         """Continue what a :meth:`snapshot` remembered (an age in it counts from ``now``);
         the conversations this table already follows are kept. Returns how many
         conversations were continued."""
-        restored = 0
-        for key, conv, age in snapshot.get("conversations", ()):
-            if key in self.conversations or not isinstance(conv, _Turns):
-                continue
-            conv.last_seen = now - float(age)
-            self._get(key, conv.last_seen)  # (room made as for a new one)
-            self.conversations[key] = conv
-            restored += 1
+        restored = self.book.restore(snapshot.get("conversations", ()), now, _Turns)
         for key, turn in snapshot.get("children", ()):
             self._children.setdefault(tuple(key), turn)
         for trace_id, named in snapshot.get("named", ()):
@@ -293,13 +274,4 @@ class ModelTurns:
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;
         returns how many."""
-        ttl = self.config.conversation_ttl_seconds
-        table = self.conversations
-        dropped = 0
-        while table:
-            key, conv = next(iter(table.items()))
-            if now - conv.last_seen <= ttl:
-                break
-            del table[key]
-            dropped += 1
-        return dropped
+        return self.book.evict_idle(now)
