@@ -122,3 +122,20 @@ class IdleGroups:
             dets, _summaries = self.model.end_trace(key)
             out.extend(self.model.reported(dets))
         return out
+
+    def open_keys(self) -> list[str]:
+        """The open grouped runs' keys, the most recently seen first."""
+        return list(reversed(self._seen))
+
+    def last_seen(self, key: str) -> float | None:
+        """When a call of the grouped run ``key`` was last fed (None: not open here)."""
+        return self._seen.get(key)
+
+    def adopt(self, key: str, seen: float) -> None:
+        """Continue the grouped run ``key`` (its engine state adopted), last seen at ``seen``."""
+        groups = self._seen
+        groups.pop(key, None)
+        in_order = not groups or next(reversed(groups.values())) <= seen
+        groups[key] = seen
+        if not in_order:  # (kept least recently seen first: end_idle stops at the first one not idle)
+            self._seen = OrderedDict(sorted(groups.items(), key=lambda kv: kv[1]))

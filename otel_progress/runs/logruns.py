@@ -292,6 +292,35 @@ class LogRunTracker:
         """End every open run (end of input)."""
         return [self._end(key, "finish") for key in list(self.runs)]
 
+    # -- carried to another process (runs.carry) ---------------------------------------
+
+    def forget(self, key: str) -> LogRun | None:
+        """Drop an open run without ending it (its state is replaced by another process's:
+        no detection, no summary)."""
+        run = self.runs.pop(key, None)
+        if run is not None:
+            self._buffered -= len(run.buffer)
+            self.engine.discard_trace(key)
+        return run
+
+    def adopt(self, run: LogRun, last_seen: float) -> None:
+        """Continue ``run`` (carried from another process, its engine state adopted), last
+        seen at ``last_seen`` on this tracker's clock; the runs stay least recently seen
+        first (:meth:`end_idle` stops at the first one not idle)."""
+        old = self.runs.pop(run.run_key, None)
+        if old is not None:
+            self._buffered -= len(old.buffer)
+        run.last_seen = last_seen
+        runs = self.runs
+        in_order = not runs or next(reversed(runs.values())).last_seen <= last_seen
+        runs[run.run_key] = run
+        self._buffered += len(run.buffer)
+        seq = self._seq
+        run.buffer = [(order, next(seq), obs) for order, _n, obs in run.buffer]
+        heapq.heapify(run.buffer)
+        if not in_order:
+            self.runs = OrderedDict(sorted(runs.items(), key=lambda kv: kv[1].last_seen))
+
     # -- internals --------------------------------------------------------------------
 
     def _drain(self, run: LogRun) -> list[Detection]:

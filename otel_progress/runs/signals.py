@@ -94,3 +94,18 @@ class SignalArbiter:
             return next(iter(detected), None)
         entry = self._sessions.get(session, [0, 0, _NONE])
         return LOGS if entry[LOGS] > entry[SPANS] else SPANS
+
+    def state_of(self, session: str) -> tuple[int, int, int] | None:
+        """What is known of ``session`` (to carry it to another process), or None."""
+        entry = self._sessions.get(session)
+        return None if entry is None else (entry[0], entry[1], entry[2])
+
+    def adopt(self, session: str, state: tuple[int, int, int]) -> None:
+        """Continue ``session`` from :meth:`state_of` of another process: the richest
+        evidence of each signal is the better of both, and a signal that reported for it
+        there reports for it here."""
+        entry = self._entry(session)
+        entry[SPANS] = max(entry[SPANS], int(state[SPANS]))
+        entry[LOGS] = max(entry[LOGS], int(state[LOGS]))
+        if int(state[2]) in (SPANS, LOGS):
+            entry[2] = int(state[2])

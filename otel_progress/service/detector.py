@@ -37,7 +37,7 @@ from blake3 import blake3
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from ..conventions.spans import SpanRecord
+from ..conventions.spans import SpanKind, SpanRecord, run_group
 from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
 from ..runs.budget import StateBudget
@@ -87,6 +87,18 @@ class BatchResult:
 
 
 CHUNK_CALLS = 256  # GenAI spans (whole traces) detected under the lock before letting others in
+
+
+def _state_keys(items: Sequence[_Item]) -> list[str]:
+    """The keys of the state a batch may continue and change (the state store's): its
+    traces, and the grouped runs its root tool calls name (:func:`run_group`)."""
+    keys = [it.record.trace_id for it in items]
+    for it in items:
+        if it.kind is SpanKind.TOOL:
+            group = run_group(it.record)
+            if group is not None:
+                keys.append(group)
+    return keys
 
 
 def _chunks(items: Sequence[_Item]) -> list[list[_Item]]:
@@ -280,7 +292,7 @@ class BatchDetector:
         placements: list[Placement] = []
         chunks = _chunks(items)
         keeper = self.keeper
-        touched = [it.record.trace_id for it in items] if keeper is not None and keeper.store is not None else None
+        touched = _state_keys(items) if keeper is not None and keeper.store is not None else None
         incoming = keeper.fetch(touched) if touched else ()
         outgoing: list[tuple[str, int, bytes]] = []
         with self._lock:

@@ -50,9 +50,10 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.logs.v1 import logs_pb2
@@ -64,6 +65,7 @@ from ..model.evaluation import detection_events as detection_events_mode
 from ..model.limits import clip_chars
 from ..otlp.logs_proto import name_markers, records_from_slim
 from ..runs.budget import StateBudget
+from ..runs.carry import RunBundle, export_log_run, import_log_run
 from ..runs.identity import log_session
 from ..runs.logruns import FED_KINDS, SESSION_END_EVENTS, LogRunTracker, RunEnd
 from ..runs.model import RunModel
@@ -71,6 +73,12 @@ from .forwarder import UnaryExporter
 from .log_events import SCOPE_BYTES, evaluation_record
 from .metrics import ServiceMetrics
 from .otlp import SlimLogsRequest, key_values
+
+#: The prefix of a log run's key in the state store (:data:`.state.LOG_RUN_KEY`).
+LOG_RUN_KEY = "log/"
+
+if TYPE_CHECKING:
+    from .state import StateKeeper
 
 __all__ = [
     "LOGS_EXPORT_METHOD", "LogsDetector", "LogsForwarder", "LogsResult", "annotate_record",
@@ -94,6 +102,9 @@ _MARKERS = name_markers(_EVENT_NAMES)
 _MAX_PLACED = 16_384
 _PLACED_BYTES = 900  # one remembered placement (estimated, as LOG_RUN_BYTES)
 Loc = tuple[int, int, int]
+#: A record of a request as read: where it is, its view and what it holds (None: a session's
+#: end event).
+_Read = tuple[Loc, Any, Any]
 
 
 class MalformedLogsRequest(ValueError):
@@ -229,7 +240,10 @@ class LogsDetector:
         # (run key, tool call id) -> the detections placed on that call (call ids are only
         # unique within a run)
         self._placed: OrderedDict[tuple[str, str], tuple[Detection, ...]] = OrderedDict()
+        self._placed_calls: dict[str, dict[str, None]] = {}  # run key -> its call ids in _placed
         self._places: dict[str, _RunPlace] = {}
+        #: run state kept beyond this process (:class:`~.state.StateKeeper`; set by the service)
+        self.keeper: StateKeeper | None = None
         self.metrics.gauge_callback("progress.service.state.log_runs", lambda: len(self.tracker.runs))
 
     def process(self, raw: bytes) -> LogsResult:
@@ -241,8 +255,21 @@ class LogsDetector:
         except Exception as exc:
             raise MalformedLogsRequest(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
         result = LogsResult(request=request)
+        read = self._read(request, result)
+        keeper = self.keeper
+        keys = None
+        if keeper is not None and keeper.store is not None:
+            keys = [LOG_RUN_KEY + obs.run_key for _loc, _view, obs in read if obs is not None and not obs.session_wide]
+        incoming = keeper.fetch(keys) if keys else ()  # type: ignore[union-attr]
+        outgoing: list[tuple[str, int, bytes]] = []
         with self._lock:
-            found, locations, replays, places = self._run(request, result)
+            if incoming:
+                keeper.adopt(self, incoming)  # type: ignore[union-attr]
+            found, locations, replays, places = self._run(read, request, result)
+            if keys:
+                outgoing = keeper.collect(self, [LOG_RUN_KEY + key for key in places])  # type: ignore[union-attr]
+        if outgoing:
+            keeper.publish(outgoing)  # type: ignore[union-attr]
         self.metrics.add("progress.service.log_records.received", result.records)
         self.metrics.add("progress.service.log_records.read", result.observed)
         self.metrics.add("progress.service.log_records.unreadable", result.unreadable)
@@ -267,9 +294,27 @@ class LogsDetector:
                 "progress.scope": det.scope.value, "progress.event": det.event,
             })
 
-    def _run(self, request: Any, result: LogsResult) -> tuple[list[Detection], dict[tuple[str, str], Loc],
-                                                              list[tuple[Loc, Detection]], dict[str, _RunPlace]]:
-        """The run stage (lock held): the request's records through the log runs; the
+    @staticmethod
+    def _read(request: Any, result: LogsResult) -> list[_Read]:
+        """The read stage (no lock): the request's records that end a session or hold an
+        observation the runs are fed."""
+        out: list[_Read] = []
+        result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+        for ri, si, li, view in records_from_slim(request, names=_EVENT_NAMES, markers=_MARKERS):
+            if view is None:
+                result.unreadable += 1
+            elif view.event_name in SESSION_END_EVENTS:
+                out.append(((ri, si, li), view, None))
+            else:
+                observation = read_log(view)
+                if observation is not None and observation.kind in FED_KINDS:
+                    out.append(((ri, si, li), view, observation))
+        return out
+
+    def _run(self, read: Sequence[_Read], request: Any,
+             result: LogsResult) -> tuple[list[Detection], dict[tuple[str, str], Loc], list[tuple[Loc, Detection]],
+                                          dict[str, _RunPlace]]:
+        """The run stage (lock held): the records read through the log runs; the
         detections, where the request's tool records are, the detections to place again
         (a retried request) and where each run's detection records go (the runs touched, and
         those that ended: their latest resource and scope)."""
@@ -279,16 +324,9 @@ class LogsDetector:
         touched: dict[str, tuple[int, int]] = {}
         found: list[Detection] = []
         tracker = self.tracker
-        result.records = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
-        for ri, si, li, view in records_from_slim(request, names=_EVENT_NAMES, markers=_MARKERS):
-            if view is None:
-                result.unreadable += 1
-                continue
-            if view.event_name in SESSION_END_EVENTS:
+        for (ri, si, li), view, observation in read:
+            if observation is None:
                 found.extend(self._ended(tracker.end_session(log_session(view.attributes)), gone))
-                continue
-            observation = read_log(view)
-            if observation is None or observation.kind not in FED_KINDS:
                 continue
             observation = tracker.resolve(observation)  # (a session-wide record: its run)
             if observation is None:
@@ -311,10 +349,9 @@ class LogsDetector:
         found = self.model.reported(found)
         for det in found:
             key = (det.run_id, det.span_id)
-            self._placed[key] = (*self._placed.get(key, ()), det)
-            self._placed.move_to_end(key)
+            self._remember(key, (*self._placed.get(key, ()), det))
         while len(self._placed) > _MAX_PLACED:
-            self._placed.popitem(last=False)
+            self._forget_placed()
         found.extend(self._make_room(touched, gone))
         places = {key: self._places[key] for key in touched if key in self._places}
         for key, place in gone.items():
@@ -354,9 +391,66 @@ class LogsDetector:
                     continue
                 out.extend(self.model.reported(self._ended(self.tracker.evict(1), gone)))
             for _ in range(min(len(placed), 4)):
-                placed.popitem(last=False)
+                self._forget_placed()
             self.budget.set("logs", self.held_bytes)
         return out
+
+    def _remember(self, key: tuple[str, str], dets: tuple[Detection, ...]) -> None:
+        """Remember the detections placed on a call (``key``: run key, call id)."""
+        self._placed[key] = dets
+        self._placed.move_to_end(key)
+        self._placed_calls.setdefault(key[0], {})[key[1]] = None
+
+    def _forget_placed(self) -> None:
+        """Forget the placements remembered least recently."""
+        (run_key, call_id), _dets = self._placed.popitem(last=False)
+        calls = self._placed_calls.get(run_key)
+        if calls is not None:
+            calls.pop(call_id, None)
+            if not calls:
+                del self._placed_calls[run_key]
+
+    # -- run state carried to another process (:mod:`.state`) --------------------------
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the detector's lock (no request is evaluated meanwhile)."""
+        with self._lock:
+            yield
+
+    def run_keys(self) -> list[str]:
+        """The open log runs' keys, the most recently seen first (under :meth:`locked`)."""
+        return list(reversed(self.tracker.runs))
+
+    def export_run(self, key: str, now: float | None = None) -> RunBundle | None:
+        """What this detector knows of the open log run ``key`` (under :meth:`locked`):
+        :func:`~otel_progress.runs.carry.export_log_run`, with where its detection records
+        go and the detections placed on its calls (to place them again when a request is
+        retried on the replica that continues it). None: not open here."""
+        bundle = export_log_run(self.tracker, key, now)
+        if bundle is None:
+            return None
+        place = self._places.get(key)
+        placed = self._placed
+        bundle.extra = {
+            "place": None if place is None else (place.resource, place.scope),
+            "placed": [(call, placed[(key, call)]) for call in self._placed_calls.get(key, ())],
+        }
+        return bundle
+
+    def import_run(self, bundle: RunBundle, now: float | None = None) -> None:
+        """Continue a log run another process exported (:meth:`export_run`), replacing what
+        this detector held of it (under :meth:`locked`)."""
+        import_log_run(self.tracker, bundle, now)
+        extra = bundle.extra if isinstance(bundle.extra, dict) else {}
+        place = extra.get("place")
+        if place is not None:
+            self._places[bundle.key] = _RunPlace(resource=place[0], scope=place[1])
+        for call, dets in extra.get("placed", ()):
+            self._remember((bundle.key, call), tuple(dets))
+        while len(self._placed) > _MAX_PLACED:
+            self._forget_placed()
+        self.budget.set("logs", self.held_bytes)
 
     def _place(self, result: LogsResult, loc: Loc | None, det: Detection, place: _RunPlace | None,
                sources: dict[Loc, Any], fresh: bool) -> None:

@@ -75,6 +75,9 @@ class ProgressService:
         # long model turn can pause a run for minutes), or at its session's end event.
         self.logs = LogsDetector(model, self.metrics, idle_seconds=engine_config.run_ttl_seconds, budget=budget,
                                  detection_events=cfg.detection_events)
+        if self.keeper is not None:
+            self.keeper.logs = self.logs  # (its log runs are carried too)
+            self.logs.keeper = self.keeper
         self._token = cfg.token()
         self._lines = RateLimitedLog(_log)
         self._admission = Admission(cfg.max_inflight, cfg.max_inflight_mib, self.metrics)

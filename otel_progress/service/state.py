@@ -1,22 +1,26 @@
 """Run state that outlives a ``serve`` process: checkpoints and the hand-off store.
 
 What a replica knows of each open trace (the engine's state of its runs, their escalation
-level, what was reported and placed: :class:`~otel_progress.runs.carry.TraceBundle`) is
-written with the engine's codec (:mod:`otel_progress.engine.snapshot`: a fingerprint of
-the writer, an HMAC, a restricted pickle) to
+level, what was reported and placed: :class:`~otel_progress.runs.carry.TraceBundle`), and
+of each open run that is no trace (a grouped run, a coding agent's log run:
+:class:`~otel_progress.runs.carry.RunBundle`, keyed by :func:`store_key`), is written
+with the engine's codec (:mod:`otel_progress.engine.snapshot`: a fingerprint of the
+writer, an HMAC, a restricted pickle) to
 
 * a **checkpoint file** in ``--state-dir`` (:class:`Checkpoints`): on SIGTERM/SIGINT
   after the drain, and every ``--checkpoint-interval`` seconds, the most recently used
-  traces first up to ``--checkpoint-max-mib``, and the conversations the engine follows
-  across traces (``ProgressEngine.conversation_state``) when they fit; read back on start;
+  traces first up to ``--checkpoint-max-mib``, then the grouped and log runs, and the
+  conversations the engine follows across traces (``ProgressEngine.conversation_state``)
+  when they fit; read back on start;
 * a **store** shared by the replicas, ``--state-store redis://host:port/db``
-  (:class:`RedisStore`, Redis or Valkey): after each batch, the state of the traces it
-  touched (one transaction, with the run TTL as expiry); before a batch is evaluated,
-  the replica marks its traces as being evaluated and reads their generations (one
-  round trip), waits (up to :data:`BUSY_WAIT`) for the traces another replica is
-  evaluating at that moment, and reads the state of those whose stored generation is
-  newer than what it holds (it never saw them, or another replica continued them since:
-  one more ``MGET``) and continues them from there.
+  (:class:`RedisStore`, Redis or Valkey): after each batch (a traces or logs request),
+  the state of the traces and runs it touched (one transaction, with the run TTL as
+  expiry); before a batch is evaluated, the replica marks its traces and runs as being
+  evaluated and reads their generations (one round trip), waits (up to
+  :data:`BUSY_WAIT`) for those another replica is evaluating at that moment, and
+  reads the state of those whose stored generation is newer than what it holds (it
+  never saw them, or another replica continued them since: one more ``MGET``) and
+  continues them from there.
 
 A checkpoint or entry that is corrupt, or written by another version, hash seed or digest
 key, is a warning and an empty start (that trace, or the whole checkpoint), never a
@@ -34,16 +38,19 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..conventions.grouping import is_group_key
 from ..engine.snapshot import StateCodec, StateError
-from ..runs.carry import TraceBundle, export_trace, import_trace
+from ..runs.carry import RunBundle, TraceBundle, export_group, export_trace, import_group, import_trace
 from .describe import redact_url
+from .logs import LOG_RUN_KEY, LogsDetector
 from .metrics import ServiceMetrics
 from .options import ServiceConfigError
 
 if TYPE_CHECKING:
     from ..runs.traces import TraceTable
 
-__all__ = ["CHECKPOINT_NAME", "STORE_HELD_BYTES", "Checkpoints", "RedisStore", "StateKeeper"]
+__all__ = ["CHECKPOINT_NAME", "LOG_RUN_KEY", "STORE_HELD_BYTES", "Checkpoints", "RedisStore", "StateKeeper",
+           "store_key"]
 
 _log = logging.getLogger("otel_progress.service")
 
@@ -59,6 +66,39 @@ STORE_HELD_BYTES = 32 * 1024
 BUSY_MS = 2000
 #: How long a replica waits for another's mark on a trace of its batch to clear, s.
 BUSY_WAIT = 1.0
+
+
+def store_key(bundle: TraceBundle | RunBundle) -> str:
+    """The key of a carried trace or run in the store (and in this replica's generations):
+    a trace's id, a grouped run's group key (``group:...``), :data:`LOG_RUN_KEY` and a log
+    run's run key."""
+    if isinstance(bundle, TraceBundle):
+        return bundle.trace_id
+    return LOG_RUN_KEY + bundle.key if bundle.kind == "log" else bundle.key
+
+
+def _export(target: TraceTable | LogsDetector, key: str, now: float,
+            held_limit: int) -> TraceBundle | RunBundle | None:
+    """The bundle of the trace or run ``key`` (:func:`store_key`) open in ``target``."""
+    if isinstance(target, LogsDetector):
+        return target.export_run(key[len(LOG_RUN_KEY):], now) if key.startswith(LOG_RUN_KEY) else None
+    if is_group_key(key):
+        return export_group(target, key, now)
+    return export_trace(target, key, now, held_limit)
+
+
+def _continue(target: TraceTable | LogsDetector, bundle: TraceBundle | RunBundle, now: float) -> None:
+    """Continue a carried trace or run in ``target`` (a trace table, or the logs detector
+    for log runs); raises ``ValueError`` for a bundle that does not belong there."""
+    logs = isinstance(target, LogsDetector)
+    if isinstance(bundle, RunBundle) and bundle.kind == "log" and logs:
+        target.import_run(bundle, now)
+    elif isinstance(bundle, RunBundle) and bundle.kind == "group" and not logs:
+        import_group(target, bundle, now)
+    elif isinstance(bundle, TraceBundle) and not logs:
+        import_trace(target, bundle, now)
+    else:
+        raise ValueError(f"a {type(bundle).__name__} of kind {getattr(bundle, 'kind', 'trace')!r} does not belong here")
 
 
 class _Warn:
@@ -208,6 +248,8 @@ class StateKeeper:
         self.checkpoints = checkpoints
         self.interval = interval
         self.store = store
+        #: the service's logs detector, whose log runs are carried too (set by the service)
+        self.logs: LogsDetector | None = None
         self._generations: OrderedDict[str, int] = OrderedDict()
         self._next_checkpoint = time.monotonic() + interval
         self._warn = _Warn()
@@ -224,13 +266,13 @@ class StateKeeper:
         if len(gens) > _MAX_GENERATIONS:
             gens.popitem(last=False)
 
-    def fetch(self, trace_ids: Iterable[str]) -> list[tuple[TraceBundle, int]]:
-        """The stored states newer than this replica's, of a batch's traces (read before
-        the batch is evaluated), with their generations."""
+    def fetch(self, keys: Iterable[str]) -> list[tuple[TraceBundle | RunBundle, int]]:
+        """The stored states newer than this replica's, of a batch's traces and runs (read
+        before the batch is evaluated; :func:`store_key`), with their generations."""
         store = self.store
         if store is None:
             return []
-        ids = list(dict.fromkeys(trace_ids))
+        ids = list(dict.fromkeys(keys))
         try:
             gens, busy = store.claim(ids)
             deadline = time.monotonic() + BUSY_WAIT
@@ -251,48 +293,51 @@ class StateKeeper:
         except store.errors as exc:
             self._store_failed("read", exc)
             return []
-        out: list[tuple[TraceBundle, int]] = []
-        for (trace_id, gen), data in zip(newer, states, strict=True):
+        out: list[tuple[TraceBundle | RunBundle, int]] = []
+        for (key, gen), data in zip(newer, states, strict=True):
             if data is None:
                 continue
-            bundle = self._decode(data, f"store entry of trace {trace_id}")
-            if isinstance(bundle, TraceBundle) and bundle.trace_id == trace_id:
+            bundle = self._decode(data, f"store entry of {key}")
+            if isinstance(bundle, (TraceBundle, RunBundle)) and store_key(bundle) == key:
                 out.append((bundle, gen))
             elif bundle is not None:
-                self._foreign("store", f"store entry of trace {trace_id}: not a trace state")
+                self._foreign("store", f"store entry of {key}: not the state of {key}")
         return out
 
-    def adopt(self, table: TraceTable, incoming: Sequence[tuple[TraceBundle, int]]) -> None:
-        """Continue the traces read by :meth:`fetch` (under the detector's lock)."""
+    def adopt(self, table: TraceTable | LogsDetector, incoming: Sequence[tuple[TraceBundle | RunBundle, int]]) -> None:
+        """Continue the traces and runs read by :meth:`fetch` (under the detector's lock):
+        traces and grouped runs in a trace table, log runs in the logs detector."""
         now = time.monotonic()
         for bundle, gen in incoming:
-            if gen <= self._generation(bundle.trace_id):
+            key = store_key(bundle)
+            if gen <= self._generation(key):
                 continue  # (written by this replica meanwhile)
             try:
-                import_trace(table, bundle, now)
+                _continue(table, bundle, now)
             except Exception as exc:  # a state that does not fit: start that trace afresh
-                self._foreign("store", f"store entry of trace {bundle.trace_id} cannot be continued: {exc!r}")
+                self._foreign("store", f"store entry of {key} cannot be continued: {exc!r}")
                 continue
-            self._set_generation(bundle.trace_id, gen)
+            self._set_generation(key, gen)
             self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
 
-    def collect(self, table: TraceTable, trace_ids: Iterable[str]) -> list[tuple[str, int, bytes]]:
-        """The state of the traces a batch touched, to :meth:`publish` (under the lock)."""
+    def collect(self, table: TraceTable | LogsDetector, keys: Iterable[str]) -> list[tuple[str, int, bytes]]:
+        """The state of the traces and runs a batch touched (:func:`store_key`), to
+        :meth:`publish` (under the lock)."""
         if self.store is None:
             return []
         now = time.monotonic()
         out: list[tuple[str, int, bytes]] = []
-        for trace_id in dict.fromkeys(trace_ids):
-            bundle = export_trace(table, trace_id, now, STORE_HELD_BYTES)
+        for key in dict.fromkeys(keys):
+            bundle = _export(table, key, now, STORE_HELD_BYTES)
             if bundle is None:
                 continue
             try:
                 data = self.codec.dumps(bundle)
             except StateError as exc:
                 self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
-                self._warn("encode", "otel-progress: the state of trace %s cannot be written: %s", trace_id, exc)
+                self._warn("encode", "otel-progress: the state of %s cannot be written: %s", key, exc)
                 continue
-            out.append((trace_id, self._generation(trace_id), data))
+            out.append((key, self._generation(key), data))
         return out
 
     def publish(self, entries: Sequence[tuple[str, int, bytes]]) -> None:
@@ -369,6 +414,9 @@ class StateKeeper:
                         continue
                     size += len(data)
                     entries.append(data)
+        runs, runs_size, runs_left_out = self._checkpoint_runs(detector, cp.max_bytes - size)
+        size += runs_size
+        left_out += runs_left_out
         conversations = b""
         with detector.locked():
             state = detector.traces.engine.conversation_state()
@@ -382,16 +430,50 @@ class StateKeeper:
                        " across traces (%d bytes past --checkpoint-max-mib)", cp.path, len(conversations))
             conversations = b""
         try:
-            cp.write(self.codec.dumps({"written": time.time(), "entries": entries, "conversations": conversations}))
+            cp.write(self.codec.dumps({"written": time.time(), "entries": entries, "runs": runs,
+                                       "conversations": conversations}))
         except (OSError, StateError) as exc:
             self.metrics.add("progress.service.state.errors", 1, {"op": "checkpoint"})
             self._warn("checkpoint", "otel-progress: cannot write the checkpoint %s: %s", cp.path, exc)
             return 0
         self.metrics.add("progress.service.state.checkpoints")
         if left_out:
-            self._warn("bound", "otel-progress: checkpoint %s holds %d traces; %d least recently used left out"
-                       " (--checkpoint-max-mib)", cp.path, len(entries), left_out)
-        return len(entries)
+            self._warn("bound", "otel-progress: checkpoint %s holds %d traces and %d other runs; %d least recently"
+                       " used left out (--checkpoint-max-mib)", cp.path, len(entries), len(runs), left_out)
+        return len(entries) + len(runs)
+
+    def _checkpoint_runs(self, detector: Any, room: int) -> tuple[list[bytes], int, int]:
+        """The grouped runs and the log runs, encoded (the most recently seen first, within
+        ``room`` bytes): ``(entries, their size, how many were left out)``."""
+        entries: list[bytes] = []
+        size, left_out = 0, 0
+
+        def add(bundle: RunBundle | None) -> None:
+            nonlocal size, left_out
+            if bundle is None:
+                return
+            try:
+                data = self.codec.dumps(bundle)
+            except StateError:
+                left_out += 1
+                return
+            if size + len(data) > room:
+                left_out += 1
+                return
+            size += len(data)
+            entries.append(data)
+
+        with detector.locked():
+            table, now = detector.traces, time.monotonic()
+            for key in table.groups.open_keys():
+                add(export_group(table, key, now))
+        logs = self.logs
+        if logs is not None:
+            with logs.locked():
+                now = time.monotonic()
+                for key in logs.run_keys():
+                    add(logs.export_run(key, now))
+        return entries, size, left_out
 
     def restore(self, detector: Any) -> int:
         """Continue the traces of the checkpoint file (at start); returns how many. A
@@ -432,10 +514,35 @@ class StateKeeper:
                                   f" continued: {exc!r}")
                     continue
                 restored += 1
-        self.metrics.add("progress.service.state.continued", restored, {"source": "checkpoint"})
+        runs = self._restore_runs(detector, snapshot.get("runs"), elapsed, now)
+        self.metrics.add("progress.service.state.continued", restored + runs, {"source": "checkpoint"})
         conversations = self._restore_conversations(detector, snapshot.get("conversations"), elapsed, cp.path)
-        _log.info("otel-progress: restored %d open traces%s from %s", restored,
+        _log.info("otel-progress: restored %d open traces%s%s from %s", restored,
+                  f", {runs} other runs (grouped, of logs)" if runs else "",
                   f" and {conversations} conversations" if conversations else "", cp.path)
+        return restored + runs
+
+    def _restore_runs(self, detector: Any, entries: Any, elapsed: float, now: float) -> int:
+        """Continue the grouped runs and log runs of a checkpoint (``entries``: encoded
+        :class:`RunBundle`); returns how many."""
+        if not isinstance(entries, list):
+            return 0
+        bundles = [b for d in entries if isinstance(b := self._decode(d, "checkpoint entry"), RunBundle)]
+        restored = 0
+        for bundle in reversed(bundles):  # (least recently seen first)
+            bundle.idle += elapsed
+            bundle.engine_idle += elapsed
+            target = self.logs if bundle.kind == "log" else detector
+            if target is None:
+                self._foreign("checkpoint", f"checkpoint entry of log run {bundle.key}: this service reads no logs")
+                continue
+            try:
+                with target.locked():
+                    _continue(target if bundle.kind == "log" else detector.traces, bundle, now)
+            except Exception as exc:
+                self._foreign("checkpoint", f"checkpoint entry of {store_key(bundle)} cannot be continued: {exc!r}")
+                continue
+            restored += 1
         return restored
 
     def _restore_conversations(self, detector: Any, data: Any, elapsed: float, path: str) -> int:
