@@ -207,6 +207,44 @@ def log_evaluation_record(det: Detection, source: Any = None, now_ns: int | None
     return record
 
 
+class _Placements:
+    """The detections placed on each tool call (to place them again when a request is
+    retried), the least recently placed forgotten first past ``limit``, found by run too."""
+
+    def __init__(self, limit: int = _MAX_PLACED) -> None:
+        self.limit = limit
+        # (run key, tool call id) -> the detections (call ids are only unique within a run)
+        self._placed: OrderedDict[tuple[str, str], tuple[Detection, ...]] = OrderedDict()
+        self._calls: dict[str, dict[str, None]] = {}  # run key -> its call ids placed
+
+    def __len__(self) -> int:
+        return len(self._placed)
+
+    def get(self, run_key: str, call_id: str) -> tuple[Detection, ...]:
+        return self._placed.get((run_key, call_id), ())
+
+    def add(self, run_key: str, call_id: str, dets: Sequence[Detection]) -> None:
+        """Remember ``dets`` placed on a call too (the latest remembered last)."""
+        key = (run_key, call_id)
+        self._placed[key] = (*self._placed.get(key, ()), *dets)
+        self._placed.move_to_end(key)
+        self._calls.setdefault(run_key, {})[call_id] = None
+        while len(self._placed) > self.limit:
+            self.forget_oldest()
+
+    def forget_oldest(self) -> None:
+        (run_key, call_id), _dets = self._placed.popitem(last=False)
+        calls = self._calls.get(run_key)
+        if calls is not None:
+            calls.pop(call_id, None)
+            if not calls:
+                del self._calls[run_key]
+
+    def of_run(self, run_key: str) -> list[tuple[str, tuple[Detection, ...]]]:
+        """``(call id, detections)`` of one run's calls."""
+        return [(call, self._placed[(run_key, call)]) for call in self._calls.get(run_key, ())]
+
+
 @dataclass
 class _RunPlace:
     resource: bytes | None = None  # the serialized Resource of the run's latest record
@@ -237,10 +275,7 @@ class LogsDetector:
         self.tracker = LogRunTracker(self.model, reorder_window=1 << 30, idle_seconds=idle_seconds,
                                      max_runs=max_runs)
         self._lock = threading.Lock()
-        # (run key, tool call id) -> the detections placed on that call (call ids are only
-        # unique within a run)
-        self._placed: OrderedDict[tuple[str, str], tuple[Detection, ...]] = OrderedDict()
-        self._placed_calls: dict[str, dict[str, None]] = {}  # run key -> its call ids in _placed
+        self._placed = _Placements()
         self._places: dict[str, _RunPlace] = {}
         #: run state kept beyond this process (:class:`~.state.StateKeeper`; set by the service)
         self.keeper: StateKeeper | None = None
@@ -336,7 +371,7 @@ class LogsDetector:
             if observation.kind in ("tool", "compaction"):
                 call_id = tracker.call_id(observation, view)
                 locations[(observation.run_key, call_id)] = (ri, si, li)
-                replays.extend(((ri, si, li), det) for det in self._placed.get((observation.run_key, call_id), ()))
+                replays.extend(((ri, si, li), det) for det in self._placed.get(observation.run_key, call_id))
             dets, ended = tracker.add_observation(observation, view)
             found.extend(dets)
             found.extend(self._ended(ended, gone))
@@ -348,10 +383,7 @@ class LogsDetector:
             place.scope = rl.scope_logs[si].scope
         found = self.model.reported(found)
         for det in found:
-            key = (det.run_id, det.span_id)
-            self._remember(key, (*self._placed.get(key, ()), det))
-        while len(self._placed) > _MAX_PLACED:
-            self._forget_placed()
+            self._placed.add(det.run_id, det.span_id, (det,))
         found.extend(self._make_room(touched, gone))
         places = {key: self._places[key] for key in touched if key in self._places}
         for key, place in gone.items():
@@ -391,24 +423,9 @@ class LogsDetector:
                     continue
                 out.extend(self.model.reported(self._ended(self.tracker.evict(1), gone)))
             for _ in range(min(len(placed), 4)):
-                self._forget_placed()
+                placed.forget_oldest()
             self.budget.set("logs", self.held_bytes)
         return out
-
-    def _remember(self, key: tuple[str, str], dets: tuple[Detection, ...]) -> None:
-        """Remember the detections placed on a call (``key``: run key, call id)."""
-        self._placed[key] = dets
-        self._placed.move_to_end(key)
-        self._placed_calls.setdefault(key[0], {})[key[1]] = None
-
-    def _forget_placed(self) -> None:
-        """Forget the placements remembered least recently."""
-        (run_key, call_id), _dets = self._placed.popitem(last=False)
-        calls = self._placed_calls.get(run_key)
-        if calls is not None:
-            calls.pop(call_id, None)
-            if not calls:
-                del self._placed_calls[run_key]
 
     # -- run state carried to another process (:mod:`.state`) --------------------------
 
@@ -431,10 +448,9 @@ class LogsDetector:
         if bundle is None:
             return None
         place = self._places.get(key)
-        placed = self._placed
         bundle.extra = {
             "place": None if place is None else (place.resource, place.scope),
-            "placed": [(call, placed[(key, call)]) for call in self._placed_calls.get(key, ())],
+            "placed": self._placed.of_run(key),
         }
         return bundle
 
@@ -447,9 +463,7 @@ class LogsDetector:
         if place is not None:
             self._places[bundle.key] = _RunPlace(resource=place[0], scope=place[1])
         for call, dets in extra.get("placed", ()):
-            self._remember((bundle.key, call), tuple(dets))
-        while len(self._placed) > _MAX_PLACED:
-            self._forget_placed()
+            self._placed.add(bundle.key, call, tuple(dets))
         self.budget.set("logs", self.held_bytes)
 
     def _place(self, result: LogsResult, loc: Loc | None, det: Detection, place: _RunPlace | None,

@@ -3,7 +3,7 @@
 What a replica knows of each open trace (the engine's state of its runs, their escalation
 level, what was reported and placed: :class:`~otel_progress.runs.carry.TraceBundle`), and
 of each open run that is no trace (a grouped run, a coding agent's log run:
-:class:`~otel_progress.runs.carry.RunBundle`, keyed by :func:`store_key`), is written
+:class:`~otel_progress.runs.carry.RunBundle`, keyed by :func:`.carried.store_key`), is written
 with the engine's codec (:mod:`otel_progress.engine.snapshot`: a fingerprint of the
 writer, an HMAC, a restricted pickle) to
 
@@ -30,7 +30,6 @@ batch is evaluated with what the replica holds.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import time
@@ -38,25 +37,21 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..conventions.grouping import is_group_key
 from ..engine.snapshot import StateCodec, StateError
-from ..runs.carry import RunBundle, TraceBundle, export_group, export_trace, import_group, import_trace
+from ..runs.carry import RunBundle, TraceBundle
+from .carried import StateIO, continue_state, export_state, store_key
+from .checkpoints import CHECKPOINT_NAME, Checkpointer, Checkpoints
 from .describe import redact_url
-from .logs import LOG_RUN_KEY, LogsDetector
+from .logs import LogsDetector
 from .metrics import ServiceMetrics
 from .options import ServiceConfigError
 
 if TYPE_CHECKING:
     from ..runs.traces import TraceTable
 
-__all__ = ["CHECKPOINT_NAME", "LOG_RUN_KEY", "STORE_HELD_BYTES", "Checkpoints", "RedisStore", "StateKeeper",
-           "store_key"]
+__all__ = ["CHECKPOINT_NAME", "STORE_HELD_BYTES", "Checkpoints", "RedisStore", "StateKeeper"]
 
-_log = logging.getLogger("otel_progress.service")
-
-CHECKPOINT_NAME = "otel-progress-state.bin"
 _MAX_GENERATIONS = 200_000
-_CHECKPOINT_CHUNK = 32  # traces written per hold of the detector's lock
 #: The most a trace's held spans may weigh (estimated bytes) to go with its state to the
 #: store after every batch (a checkpoint carries up to ``runs.carry.CARRIED_HELD_BYTES``):
 #: what a replica that continues a run needs to analyse it again whole when a batch of it
@@ -66,53 +61,6 @@ STORE_HELD_BYTES = 32 * 1024
 BUSY_MS = 2000
 #: How long a replica waits for another's mark on a trace of its batch to clear, s.
 BUSY_WAIT = 1.0
-
-
-def store_key(bundle: TraceBundle | RunBundle) -> str:
-    """The key of a carried trace or run in the store (and in this replica's generations):
-    a trace's id, a grouped run's group key (``group:...``), :data:`LOG_RUN_KEY` and a log
-    run's run key."""
-    if isinstance(bundle, TraceBundle):
-        return bundle.trace_id
-    return LOG_RUN_KEY + bundle.key if bundle.kind == "log" else bundle.key
-
-
-def _export(target: TraceTable | LogsDetector, key: str, now: float,
-            held_limit: int) -> TraceBundle | RunBundle | None:
-    """The bundle of the trace or run ``key`` (:func:`store_key`) open in ``target``."""
-    if isinstance(target, LogsDetector):
-        return target.export_run(key[len(LOG_RUN_KEY):], now) if key.startswith(LOG_RUN_KEY) else None
-    if is_group_key(key):
-        return export_group(target, key, now)
-    return export_trace(target, key, now, held_limit)
-
-
-def _continue(target: TraceTable | LogsDetector, bundle: TraceBundle | RunBundle, now: float) -> None:
-    """Continue a carried trace or run in ``target`` (a trace table, or the logs detector
-    for log runs); raises ``ValueError`` for a bundle that does not belong there."""
-    logs = isinstance(target, LogsDetector)
-    if isinstance(bundle, RunBundle) and bundle.kind == "log" and logs:
-        target.import_run(bundle, now)
-    elif isinstance(bundle, RunBundle) and bundle.kind == "group" and not logs:
-        import_group(target, bundle, now)
-    elif isinstance(bundle, TraceBundle) and not logs:
-        import_trace(target, bundle, now)
-    else:
-        raise ValueError(f"a {type(bundle).__name__} of kind {getattr(bundle, 'kind', 'trace')!r} does not belong here")
-
-
-class _Warn:
-    """A warning logged at most once per ``every`` seconds per key (the rest counted)."""
-
-    def __init__(self, every: float = 30.0) -> None:
-        self.every = every
-        self._last: dict[str, float] = {}
-
-    def __call__(self, key: str, message: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now - self._last.get(key, -1e9) >= self.every:
-            self._last[key] = now
-            _log.warning(message, *args)
 
 
 #: The conditional write of one trace's state (see :meth:`RedisStore.put`).
@@ -198,61 +146,50 @@ class RedisStore:
         self._client.close()
 
 
-class Checkpoints:
-    """The checkpoint file of ``--state-dir`` (written whole, then renamed into place)."""
-
-    def __init__(self, directory: str, max_bytes: int) -> None:
-        self.directory = directory
-        self.path = os.path.join(directory, CHECKPOINT_NAME)
-        self.max_bytes = max_bytes
-
-    def ensure(self) -> None:
-        """Create the directory; raises :class:`ServiceConfigError` when it cannot be written."""
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            probe = os.path.join(self.directory, f".{CHECKPOINT_NAME}.probe")
-            with open(probe, "wb"):
-                pass
-            os.unlink(probe)
-        except OSError as exc:
-            raise ServiceConfigError(f"state_dir: cannot write to {self.directory}: {exc.strerror or exc}") from exc
-
-    def write(self, data: bytes) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-
-    def read(self) -> bytes | None:
-        try:
-            with open(self.path, "rb") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return None
-
-
 class StateKeeper:
-    """Checkpoints and hand-off for one service's trace table (see the module docstring).
+    """Checkpoints and hand-off for one service's traces and runs (see the module docstring).
 
-    The detector calls :meth:`fetch` (outside its lock) and :meth:`adopt` (inside) before a
-    batch, :meth:`collect` (inside) and :meth:`publish` (outside) after it; the maintenance
-    thread calls :meth:`tick`; the service :meth:`restore` at start and :meth:`checkpoint`
-    after its drain."""
+    The trace and logs detectors call :meth:`fetch` (outside their lock) and :meth:`adopt`
+    (inside) before a request, :meth:`collect` (inside) and :meth:`publish` (outside) after
+    it; the maintenance thread calls :meth:`tick`; the service :meth:`restore` at start and
+    :meth:`checkpoint` after its drain (:class:`~.checkpoints.Checkpointer`)."""
 
     def __init__(self, codec: StateCodec, metrics: ServiceMetrics, *, checkpoints: Checkpoints | None = None,
                  interval: float = 10.0, store: RedisStore | None = None) -> None:
+        self.io = StateIO(codec, metrics)
         self.codec = codec
         self.metrics = metrics
         self.checkpoints = checkpoints
-        self.interval = interval
         self.store = store
-        #: the service's logs detector, whose log runs are carried too (set by the service)
-        self.logs: LogsDetector | None = None
+        self._checkpointer = Checkpointer(self.io, checkpoints, interval) if checkpoints is not None else None
         self._generations: OrderedDict[str, int] = OrderedDict()
-        self._next_checkpoint = time.monotonic() + interval
-        self._warn = _Warn()
+        self._logs: LogsDetector | None = None
+
+    @property
+    def logs(self) -> LogsDetector | None:
+        """The service's logs detector, whose log runs are carried too (set by the service)."""
+        return self._logs
+
+    @logs.setter
+    def logs(self, logs: LogsDetector | None) -> None:
+        self._logs = logs
+        if self._checkpointer is not None:
+            self._checkpointer.logs = logs
+
+    # -- checkpoints (:class:`~.checkpoints.Checkpointer`) ---------------------------------
+
+    def tick(self, detector: Any, now: float | None = None) -> None:
+        """Write a checkpoint when it is due (:meth:`.Checkpointer.tick`)."""
+        if self._checkpointer is not None:
+            self._checkpointer.tick(detector, now)
+
+    def checkpoint(self, detector: Any) -> int:
+        """Write a checkpoint now; how many traces and runs it holds (0: no ``--state-dir``)."""
+        return self._checkpointer.checkpoint(detector) if self._checkpointer is not None else 0
+
+    def restore(self, detector: Any) -> int:
+        """Continue what the checkpoint holds (at start); how many traces and runs."""
+        return self._checkpointer.restore(detector) if self._checkpointer is not None else 0
 
     # -- the store -------------------------------------------------------------------
 
@@ -268,7 +205,7 @@ class StateKeeper:
 
     def fetch(self, keys: Iterable[str]) -> list[tuple[TraceBundle | RunBundle, int]]:
         """The stored states newer than this replica's, of a batch's traces and runs (read
-        before the batch is evaluated; :func:`store_key`), with their generations."""
+        before the batch is evaluated; :func:`.carried.store_key`), with their generations."""
         store = self.store
         if store is None:
             return []
@@ -297,11 +234,11 @@ class StateKeeper:
         for (key, gen), data in zip(newer, states, strict=True):
             if data is None:
                 continue
-            bundle = self._decode(data, f"store entry of {key}")
+            bundle = self.io.decode(data, f"store entry of {key}")
             if isinstance(bundle, (TraceBundle, RunBundle)) and store_key(bundle) == key:
                 out.append((bundle, gen))
             elif bundle is not None:
-                self._foreign("store", f"store entry of {key}: not the state of {key}")
+                self.io.foreign("store", f"store entry of {key}: not the state of {key}")
         return out
 
     def adopt(self, table: TraceTable | LogsDetector, incoming: Sequence[tuple[TraceBundle | RunBundle, int]]) -> None:
@@ -313,9 +250,9 @@ class StateKeeper:
             if gen <= self._generation(key):
                 continue  # (written by this replica meanwhile)
             try:
-                _continue(table, bundle, now)
+                continue_state(table, bundle, now)
             except Exception as exc:  # a state that does not fit: start that trace afresh
-                self._foreign("store", f"store entry of {key} cannot be continued: {exc!r}")
+                self.io.foreign("store", f"store entry of {key} cannot be continued: {exc!r}")
                 continue
             self._set_generation(key, gen)
             self.metrics.add("progress.service.state.continued", 1, {"source": "store"})
@@ -328,14 +265,14 @@ class StateKeeper:
         now = time.monotonic()
         out: list[tuple[str, int, bytes]] = []
         for key in dict.fromkeys(keys):
-            bundle = _export(table, key, now, STORE_HELD_BYTES)
+            bundle = export_state(table, key, now, STORE_HELD_BYTES)
             if bundle is None:
                 continue
             try:
-                data = self.codec.dumps(bundle)
+                data = self.io.dumps(bundle)
             except StateError as exc:
                 self.metrics.add("progress.service.state.errors", 1, {"op": "write"})
-                self._warn("encode", "otel-progress: the state of %s cannot be written: %s", key, exc)
+                self.io.warn("encode", "otel-progress: the state of %s cannot be written: %s", key, exc)
                 continue
             out.append((key, self._generation(key), data))
         return out
@@ -362,213 +299,5 @@ class StateKeeper:
 
     def _store_failed(self, op: str, exc: BaseException) -> None:
         self.metrics.add("progress.service.state.errors", 1, {"op": op})
-        self._warn("store", "otel-progress: the state store %s cannot be reached (%s: %s); runs continue with"
+        self.io.warn("store", "otel-progress: the state store %s cannot be reached (%s: %s); runs continue with"
                    " what this replica holds", self.store.url if self.store else "", type(exc).__name__, exc)
-
-    # -- checkpoints -----------------------------------------------------------------
-
-    def tick(self, detector: Any, now: float | None = None) -> None:
-        """Write a checkpoint when ``interval`` seconds passed since the last one began
-        (or five times as long as the last one took, if that is longer)."""
-        if self.checkpoints is None:
-            return
-        now = time.monotonic() if now is None else now
-        if now >= self._next_checkpoint:
-            self.checkpoint(detector)
-            took = time.monotonic() - now
-            # (at most a fifth of the time spent writing checkpoints, however many traces)
-            self._next_checkpoint = now + max(self.interval, 5 * took)
-
-    def checkpoint(self, detector: Any) -> int:
-        """Write every open trace (the most recently used first, within the size bound)
-        to the checkpoint file; returns how many were written. The detector's lock is
-        held for a few traces at a time (each trace is consistent; the checkpoint as a
-        whole is not an instant: requests go on while it is written)."""
-        cp = self.checkpoints
-        if cp is None:
-            return 0
-        entries: list[bytes] = []
-        size, left_out = 0, 0
-        with detector.locked():
-            order = list(reversed(detector.traces.open.traces))  # (the most recently used first)
-        for start in range(0, len(order), _CHECKPOINT_CHUNK):
-            # A chunk of traces at a time under the detector's lock: each trace is written
-            # whole, and requests go on between chunks.
-            with detector.locked():
-                table = detector.traces
-                now = time.monotonic()
-                for trace_id in order[start:start + _CHECKPOINT_CHUNK]:
-                    if size >= cp.max_bytes:
-                        left_out += 1
-                        continue
-                    bundle = export_trace(table, trace_id, now)
-                    if bundle is None:
-                        continue  # (closed since)
-                    try:
-                        data = self.codec.dumps(bundle)
-                    except StateError:
-                        left_out += 1
-                        continue
-                    if size + len(data) > cp.max_bytes:
-                        left_out += 1
-                        continue
-                    size += len(data)
-                    entries.append(data)
-        runs, runs_size, runs_left_out = self._checkpoint_runs(detector, cp.max_bytes - size)
-        size += runs_size
-        left_out += runs_left_out
-        conversations = b""
-        with detector.locked():
-            state = detector.traces.engine.conversation_state()
-            if state:
-                try:
-                    conversations = self.codec.dumps(state)
-                except StateError:
-                    conversations = b""
-        if size + len(conversations) > cp.max_bytes:
-            self._warn("bound-conversations", "otel-progress: checkpoint %s leaves out the conversations followed"
-                       " across traces (%d bytes past --checkpoint-max-mib)", cp.path, len(conversations))
-            conversations = b""
-        try:
-            cp.write(self.codec.dumps({"written": time.time(), "entries": entries, "runs": runs,
-                                       "conversations": conversations}))
-        except (OSError, StateError) as exc:
-            self.metrics.add("progress.service.state.errors", 1, {"op": "checkpoint"})
-            self._warn("checkpoint", "otel-progress: cannot write the checkpoint %s: %s", cp.path, exc)
-            return 0
-        self.metrics.add("progress.service.state.checkpoints")
-        if left_out:
-            self._warn("bound", "otel-progress: checkpoint %s holds %d traces and %d other runs; %d least recently"
-                       " used left out (--checkpoint-max-mib)", cp.path, len(entries), len(runs), left_out)
-        return len(entries) + len(runs)
-
-    def _checkpoint_runs(self, detector: Any, room: int) -> tuple[list[bytes], int, int]:
-        """The grouped runs and the log runs, encoded (the most recently seen first, within
-        ``room`` bytes): ``(entries, their size, how many were left out)``."""
-        entries: list[bytes] = []
-        size, left_out = 0, 0
-
-        def add(bundle: RunBundle | None) -> None:
-            nonlocal size, left_out
-            if bundle is None:
-                return
-            try:
-                data = self.codec.dumps(bundle)
-            except StateError:
-                left_out += 1
-                return
-            if size + len(data) > room:
-                left_out += 1
-                return
-            size += len(data)
-            entries.append(data)
-
-        with detector.locked():
-            table, now = detector.traces, time.monotonic()
-            for key in table.groups.open_keys():
-                add(export_group(table, key, now))
-        logs = self.logs
-        if logs is not None:
-            with logs.locked():
-                now = time.monotonic()
-                for key in logs.run_keys():
-                    add(logs.export_run(key, now))
-        return entries, size, left_out
-
-    def restore(self, detector: Any) -> int:
-        """Continue the traces of the checkpoint file (at start); returns how many. A
-        corrupt or foreign checkpoint is a warning and an empty start."""
-        cp = self.checkpoints
-        if cp is None:
-            return 0
-        try:
-            data = cp.read()
-        except OSError as exc:
-            self._foreign("checkpoint", f"checkpoint {cp.path} cannot be read: {exc}")
-            return 0
-        if data is None:
-            return 0
-        snapshot = self._decode(data, f"checkpoint {cp.path}")
-        if snapshot is None:
-            return 0
-        if not isinstance(snapshot, dict) or not isinstance(snapshot.get("entries"), list):
-            self._foreign("checkpoint", f"checkpoint {cp.path}: not a checkpoint; starting empty")
-            return 0
-        try:
-            elapsed = max(0.0, time.time() - float(snapshot.get("written", time.time())))
-        except (TypeError, ValueError):
-            elapsed = 0.0
-        bundles = [b for d in snapshot["entries"] if isinstance(b := self._decode(d, "checkpoint entry"), TraceBundle)]
-        now = time.monotonic()
-        restored = 0
-        with detector.locked():
-            for bundle in reversed(bundles):  # (least recently used first)
-                bundle.idle += elapsed
-                bundle.engine_idle += elapsed
-                if bundle.complete_age is not None:
-                    bundle.complete_age += elapsed
-                try:
-                    import_trace(detector.traces, bundle, now)
-                except Exception as exc:
-                    self._foreign("checkpoint", f"checkpoint entry of trace {bundle.trace_id} cannot be"
-                                  f" continued: {exc!r}")
-                    continue
-                restored += 1
-        runs = self._restore_runs(detector, snapshot.get("runs"), elapsed, now)
-        self.metrics.add("progress.service.state.continued", restored + runs, {"source": "checkpoint"})
-        conversations = self._restore_conversations(detector, snapshot.get("conversations"), elapsed, cp.path)
-        _log.info("otel-progress: restored %d open traces%s%s from %s", restored,
-                  f", {runs} other runs (grouped, of logs)" if runs else "",
-                  f" and {conversations} conversations" if conversations else "", cp.path)
-        return restored + runs
-
-    def _restore_runs(self, detector: Any, entries: Any, elapsed: float, now: float) -> int:
-        """Continue the grouped runs and log runs of a checkpoint (``entries``: encoded
-        :class:`RunBundle`); returns how many."""
-        if not isinstance(entries, list):
-            return 0
-        bundles = [b for d in entries if isinstance(b := self._decode(d, "checkpoint entry"), RunBundle)]
-        restored = 0
-        for bundle in reversed(bundles):  # (least recently seen first)
-            bundle.idle += elapsed
-            bundle.engine_idle += elapsed
-            target = self.logs if bundle.kind == "log" else detector
-            if target is None:
-                self._foreign("checkpoint", f"checkpoint entry of log run {bundle.key}: this service reads no logs")
-                continue
-            try:
-                with target.locked():
-                    _continue(target if bundle.kind == "log" else detector.traces, bundle, now)
-            except Exception as exc:
-                self._foreign("checkpoint", f"checkpoint entry of {store_key(bundle)} cannot be continued: {exc!r}")
-                continue
-            restored += 1
-        return restored
-
-    def _restore_conversations(self, detector: Any, data: Any, elapsed: float, path: str) -> int:
-        """Continue the conversations of a checkpoint (``data``: their encoded state)."""
-        if not isinstance(data, bytes) or not data:
-            return 0
-        state = self._decode(data, f"checkpoint {path} (conversations)")
-        if not isinstance(state, dict):
-            return 0
-        try:
-            with detector.locked():
-                return int(detector.traces.engine.adopt_conversations(state, elapsed))
-        except Exception as exc:  # a state that does not fit: the conversations start afresh
-            self._foreign("checkpoint", f"checkpoint {path}: its conversations cannot be continued: {exc!r}")
-            return 0
-
-    # -- reading ---------------------------------------------------------------------
-
-    def _decode(self, data: Any, what: str) -> Any:
-        try:
-            return self.codec.loads(data)
-        except StateError as exc:
-            self._foreign("checkpoint" if what.startswith("checkpoint") else "store",
-                          f"{what} is ignored ({type(exc).__name__}: {exc}); starting empty")
-            return None
-
-    def _foreign(self, source: str, message: str) -> None:
-        self.metrics.add("progress.service.state.ignored", 1, {"source": source})
-        self._warn(f"foreign:{source}", "otel-progress: %s", message)
