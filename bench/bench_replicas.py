@@ -195,7 +195,8 @@ def measure(n: int, otelcol: str, requests_file: Path, warm: int, measured: int,
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--spans", type=int, default=40_000, help="measured spans per configuration and round (default 40000)")
+    p.add_argument("--spans", type=int, default=40_000,
+                   help="measured spans per configuration and round (default 40000)")
     p.add_argument("--warmup-requests", type=int, default=8, help="requests sent before measuring (default 8)")
     p.add_argument("--rounds", type=int, default=2, help="rounds (default 2)")
     p.add_argument("--topologies", default="1,2", help="replica counts, comma-separated (default 1,2)")
