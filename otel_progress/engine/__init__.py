@@ -342,22 +342,25 @@ class ProgressEngine:
         with self._lock:
             self._table.adopt(state, now - max(0.0, idle))
 
-    def conversation_state(self, now: float | None = None) -> dict[str, Any]:
+    def conversation_state(self, now: float | None = None, conversations: Iterable[str] | None = None
+                           ) -> dict[str, Any]:
         """What the engine remembers of its conversations across traces (the conversation
-        scope's turns, the model side's), to write out with :meth:`state_codec` (times as
-        ages) and continue in another process (:meth:`adopt_conversations`); empty when
-        both are off."""
+        scope's turns, the model side's; of the ``conversations`` ids only, when given), to
+        write out with :meth:`state_codec` (times as ages) and continue in another process
+        (:meth:`adopt_conversations`); empty when both are off."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            return self._scopes.snapshot(now)
+            return self._scopes.snapshot(now, conversations)
 
-    def adopt_conversations(self, state: Mapping[str, Any], idle: float = 0.0, now: float | None = None) -> int:
+    def adopt_conversations(self, state: Mapping[str, Any], idle: float = 0.0, now: float | None = None,
+                            replace: bool = False) -> int:
         """Continue the conversations of :meth:`conversation_state` written by another
         process (or an earlier one), ``idle`` seconds after it was written; those this
-        engine already follows are kept. Returns how many were continued."""
+        engine already follows are kept, or with ``replace`` replaced (the state is newer:
+        another process continued them since). Returns how many were continued."""
         now = (time.monotonic() if now is None else now) - max(0.0, idle)
         with self._lock:
-            return self._scopes.restore(state, now)
+            return self._scopes.restore(state, now, replace)
 
     def state_codec(self) -> StateCodec:
         """The codec that writes and reads this engine's trace states (:mod:`.snapshot`):

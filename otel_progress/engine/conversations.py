@@ -91,18 +91,27 @@ class ConversationBook(Generic[S]):
         conv.last_seen = now  # type: ignore[attr-defined]
         return conv
 
-    def snapshot(self, now: float) -> list[tuple[str, S, float]]:
-        """The states, least recently used first, each with its age (seconds since its last
-        turn): to write out (:meth:`restore` in another process)."""
-        return [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in self.table.items()]  # type: ignore[attr-defined]
+    def snapshot(self, now: float, keys: Iterable[str] | None = None) -> list[tuple[str, S, float]]:
+        """The states (of ``keys`` only, when given), least recently used first, each with
+        its age (seconds since its last turn): to write out (:meth:`restore` in another
+        process)."""
+        table = self.table
+        items = table.items() if keys is None else [(k, table[k]) for k in keys if k in table]
+        return [(key, conv, max(0.0, now - conv.last_seen)) for key, conv in items]  # type: ignore[attr-defined]
 
-    def restore(self, snapshot: Iterable[tuple[str, Any, float]], now: float, kind: type) -> int:
+    def restore(self, snapshot: Iterable[tuple[str, Any, float]], now: float, kind: type,
+                replace: bool = False) -> int:
         """Continue the states of a :meth:`snapshot` that are ``kind`` (an age in it counts
-        from ``now``); those this book already holds are kept. Returns how many."""
+        from ``now``); those this book already holds are kept, or with ``replace`` replaced
+        (the snapshot is newer: another process continued them since). Returns how many."""
         restored = 0
         for key, conv, age in snapshot:
-            if key in self.table or not isinstance(conv, kind):
+            if not isinstance(conv, kind):
                 continue
+            if key in self.table:
+                if not replace:
+                    continue
+                del self.table[key]
             conv.last_seen = now - float(age)
             self.get(key, conv.last_seen)  # (room made as for a new one)
             self.table[key] = conv
@@ -208,13 +217,17 @@ class ConversationTable:
         )
         return conversation_detection(finding, Level(conv.level), conv.turns, run, span_id)
 
-    def snapshot(self, now: float) -> list[tuple[str, ConversationState, float]]:
-        """The conversations with their ages (:meth:`ConversationBook.snapshot`)."""
-        return self.book.snapshot(now)
+    def snapshot(self, now: float, conversations: Iterable[str] | None = None
+                 ) -> list[tuple[str, ConversationState, float]]:
+        """The conversations (those named, when given) with their ages
+        (:meth:`ConversationBook.snapshot`)."""
+        return self.book.snapshot(now, conversations)
 
-    def restore(self, snapshot: list[tuple[str, ConversationState, float]], now: float) -> int:
-        """Continue the conversations of a :meth:`snapshot`; returns how many."""
-        return self.book.restore(snapshot, now, ConversationState)
+    def restore(self, snapshot: list[tuple[str, ConversationState, float]], now: float,
+                replace: bool = False) -> int:
+        """Continue the conversations of a :meth:`snapshot` (``replace``: those followed
+        here too are replaced); returns how many."""
+        return self.book.restore(snapshot, now, ConversationState, replace)
 
     def evict_idle(self, now: float) -> int:
         """Forget the conversations whose last turn ended ``conversation_ttl_seconds`` ago;

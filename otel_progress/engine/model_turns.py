@@ -44,6 +44,7 @@ the engine holds its lock.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..model import Detection, Finding, Level, Reason, Scope
@@ -252,17 +253,21 @@ class ModelTurns:
             f" ran ({cause}), with nothing new reaching it in between",
             Scope.CONVERSATION, loop=best[0])
 
-    def snapshot(self, now: float) -> dict[str, Any]:
+    def snapshot(self, now: float, conversations: Iterable[str] | None = None) -> dict[str, Any]:
         """What this table remembers, the conversations with their ages (seconds since
-        their last turn): to write out (:meth:`restore` in another process)."""
+        their last turn): to write out (:meth:`restore` in another process). With
+        ``conversations`` (conversation ids), only their turns (not the runs of one trace
+        joined without a conversation, nor the traces' links to them)."""
+        if conversations is not None:
+            return {"conversations": self.book.snapshot(now, [f"c:{c}" for c in conversations])}
         return {"conversations": self.book.snapshot(now), "children": list(self._children.items()),
                 "named": list(self._named.items()), "ended": list(self._ended)}
 
-    def restore(self, snapshot: dict[str, Any], now: float) -> int:
+    def restore(self, snapshot: dict[str, Any], now: float, replace: bool = False) -> int:
         """Continue what a :meth:`snapshot` remembered (an age in it counts from ``now``);
-        the conversations this table already follows are kept. Returns how many
-        conversations were continued."""
-        restored = self.book.restore(snapshot.get("conversations", ()), now, _Turns)
+        the conversations this table already follows are kept (``replace``: replaced).
+        Returns how many conversations were continued."""
+        restored = self.book.restore(snapshot.get("conversations", ()), now, _Turns, replace)
         for key, turn in snapshot.get("children", ()):
             self._children.setdefault(tuple(key), turn)
         for trace_id, named in snapshot.get("named", ()):

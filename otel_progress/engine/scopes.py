@@ -5,7 +5,7 @@ Not thread-safe: the engine holds its lock."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .conversations import ConversationTable
@@ -59,21 +59,22 @@ class CrossTraceScopes:
         if self.model_turns is not None:
             self.model_turns.evict_idle(now)
 
-    def snapshot(self, now: float) -> dict[str, Any]:
-        """What both remember, with ages counted from ``now`` (empty when both are off)."""
+    def snapshot(self, now: float, conversations: Iterable[str] | None = None) -> dict[str, Any]:
+        """What both remember (of ``conversations`` only, when given), with ages counted
+        from ``now`` (empty when both are off)."""
         out: dict[str, Any] = {}
         if self.conversations is not None:
-            out["conversations"] = self.conversations.snapshot(now)
+            out["conversations"] = self.conversations.snapshot(now, conversations)
         if self.model_turns is not None:
-            out["model_turns"] = self.model_turns.snapshot(now)
+            out["model_turns"] = self.model_turns.snapshot(now, conversations)
         return out
 
-    def restore(self, state: Mapping[str, Any], now: float) -> int:
-        """Continue a :meth:`snapshot` (its ages counted from ``now``); how many
-        conversations were continued."""
+    def restore(self, state: Mapping[str, Any], now: float, replace: bool = False) -> int:
+        """Continue a :meth:`snapshot` (its ages counted from ``now``; ``replace``: the
+        conversations followed here too are replaced); how many were continued."""
         restored = 0
         if self.conversations is not None and isinstance(state.get("conversations"), list):
-            restored += self.conversations.restore(state["conversations"], now)
+            restored += self.conversations.restore(state["conversations"], now, replace)
         if self.model_turns is not None and isinstance(state.get("model_turns"), dict):
-            restored += self.model_turns.restore(state["model_turns"], now)
+            restored += self.model_turns.restore(state["model_turns"], now, replace)
         return restored

@@ -36,7 +36,9 @@ their engine key: a **grouped run** (root tool calls of one conversation across 
 the :class:`~.logruns.LogRun`, its engine state, and what the service keeps to place its
 detections). Every bundle also carries, for the agent sessions its runs name, which
 signal (logs or spans) reported for the session (:meth:`~.signals.SignalArbiter.state_of`),
-so that one loop seen through both signals is still reported once after a hand-off.
+so that one loop seen through both signals is still reported once after a hand-off. A
+conversation followed across traces (its turns so far, :mod:`otel_progress.engine.scopes`)
+is a :class:`ConversationBundle`.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ from .logruns import LogRunTracker
 from .model import RunModel
 from .traces import TraceTable
 
-__all__ = ["CARRIED_HELD_BYTES", "CARRIED_SPANS", "RunBundle", "TraceBundle", "export_group", "export_log_run",
-           "export_trace", "import_group", "import_log_run", "import_trace"]
+__all__ = ["CARRIED_HELD_BYTES", "CARRIED_SPANS", "CONVERSATION_KEY", "ConversationBundle", "RunBundle",
+           "TraceBundle", "export_group", "export_log_run", "export_trace", "import_group", "import_log_run",
+           "import_trace"]
 
 #: Span ids carried per trace (the latest; and in the lineage, their ancestors).
 CARRIED_SPANS = 64
@@ -92,6 +95,20 @@ class RunBundle:
     sessions: list[tuple[str, tuple[int, int, int]]] = field(default_factory=list)
     run: Any = None  # a log run's runs.logruns.LogRun
     extra: Any = None  # what the driver keeps of the run (the service's log runs: where detections go)
+
+
+#: The prefix of a carried conversation's key (``conversation/`` + its id).
+CONVERSATION_KEY = "conversation/"
+
+
+@dataclass
+class ConversationBundle:
+    """What one process remembered of one conversation followed across traces (its turns
+    as the conversation scope and the model side judged them:
+    ``ProgressEngine.conversation_state(conversations=[conversation])``)."""
+
+    conversation: str
+    state: dict[str, Any]
 
 
 def _model_part(model: RunModel, key: str) -> tuple[list[Any], list[Any], list[Any]]:

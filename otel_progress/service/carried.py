@@ -17,44 +17,66 @@ from typing import TYPE_CHECKING, Any
 
 from ..conventions.grouping import is_group_key
 from ..engine.snapshot import StateCodec, StateError
-from ..runs.carry import RunBundle, TraceBundle, export_group, export_trace, import_group, import_trace
+from ..runs.carry import (
+    CONVERSATION_KEY,
+    ConversationBundle,
+    RunBundle,
+    TraceBundle,
+    export_group,
+    export_trace,
+    import_group,
+    import_trace,
+)
 from .logs import LOG_RUN_KEY, LogsDetector
 from .metrics import ServiceMetrics
 
 if TYPE_CHECKING:
     from ..runs.traces import TraceTable
 
-__all__ = ["StateIO", "continue_state", "export_state", "store_key"]
+__all__ = ["CONVERSATION_KEY", "Carried", "StateIO", "continue_state", "export_state", "store_key"]
+#: A carried trace, run or conversation.
+Carried = TraceBundle | RunBundle | ConversationBundle
 
 _log = logging.getLogger("otel_progress.service")
 
 
-def store_key(bundle: TraceBundle | RunBundle) -> str:
-    """The key of a carried trace or run (in the store, and in a replica's generations):
-    a trace's id, a grouped run's group key (``group:...``), :data:`~.logs.LOG_RUN_KEY` and
-    a log run's run key."""
+def store_key(bundle: Carried) -> str:
+    """The key of a carried trace, run or conversation (in the store, and in a replica's
+    generations): a trace's id, a grouped run's group key (``group:...``),
+    :data:`~.logs.LOG_RUN_KEY` and a log run's run key, :data:`CONVERSATION_KEY` and a
+    conversation's id."""
     if isinstance(bundle, TraceBundle):
         return bundle.trace_id
+    if isinstance(bundle, ConversationBundle):
+        return CONVERSATION_KEY + bundle.conversation
     return LOG_RUN_KEY + bundle.key if bundle.kind == "log" else bundle.key
 
 
-def export_state(target: TraceTable | LogsDetector, key: str, now: float,
-                 held_limit: int) -> TraceBundle | RunBundle | None:
-    """The bundle of the trace or run ``key`` (:func:`store_key`) open in ``target`` (a
-    trace's held spans with it while they weigh at most ``held_limit`` bytes); None: not
-    open there."""
+def export_state(target: TraceTable | LogsDetector, key: str, now: float, held_limit: int) -> Carried | None:
+    """The bundle of the trace, run or conversation ``key`` (:func:`store_key`) open in
+    ``target`` (a trace's held spans with it while they weigh at most ``held_limit``
+    bytes); None: not open there."""
     if isinstance(target, LogsDetector):
         return target.export_run(key[len(LOG_RUN_KEY):], now) if key.startswith(LOG_RUN_KEY) else None
+    if key.startswith(CONVERSATION_KEY):
+        conversation = key[len(CONVERSATION_KEY):]
+        state = target.engine.conversation_state(now, [conversation])
+        if not any(state.get("conversations") or ()) and not (state.get("model_turns") or {}).get("conversations"):
+            return None
+        return ConversationBundle(conversation, state)
     if is_group_key(key):
         return export_group(target, key, now)
     return export_trace(target, key, now, held_limit)
 
 
-def continue_state(target: TraceTable | LogsDetector, bundle: TraceBundle | RunBundle, now: float) -> None:
-    """Continue a carried trace or run in ``target`` (a trace table, or the logs detector
-    for log runs); raises ``ValueError`` for a bundle that does not belong there."""
+def continue_state(target: TraceTable | LogsDetector, bundle: Carried, now: float) -> None:
+    """Continue a carried trace, run or conversation in ``target`` (a trace table, or the
+    logs detector for log runs), replacing what it held of it; raises ``ValueError`` for a
+    bundle that does not belong there."""
     logs = isinstance(target, LogsDetector)
-    if isinstance(bundle, RunBundle) and bundle.kind == "log" and logs:
+    if isinstance(bundle, ConversationBundle) and not logs:
+        target.engine.adopt_conversations(bundle.state, 0.0, now, replace=True)
+    elif isinstance(bundle, RunBundle) and bundle.kind == "log" and logs:
         target.import_run(bundle, now)
     elif isinstance(bundle, RunBundle) and bundle.kind == "group" and not logs:
         import_group(target, bundle, now)

@@ -41,6 +41,8 @@ from ..conventions.spans import SpanKind, SpanRecord, run_group
 from ..engine import ProgressEngine, RunSummary
 from ..model import Detection
 from ..runs.budget import StateBudget
+from ..runs.carry import CONVERSATION_KEY
+from ..runs.identity import span_session
 from ..runs.model import RunModel
 from ..runs.traces import Arrival as _Arrival
 from ..runs.traces import TraceTable
@@ -90,14 +92,19 @@ CHUNK_CALLS = 256  # GenAI spans (whole traces) detected under the lock before l
 
 
 def _state_keys(items: Sequence[_Item]) -> list[str]:
-    """The keys of the state a batch may continue and change (the state store's): its
-    traces, and the grouped runs its root tool calls name (:func:`run_group`)."""
+    """The keys of the state a batch may continue and change (the state store's,
+    :func:`.carried.store_key`): its traces, the grouped runs its root tool calls name
+    (:func:`run_group`), and the conversations its agent spans name (a turn ends there)."""
     keys = [it.record.trace_id for it in items]
     for it in items:
         if it.kind is SpanKind.TOOL:
             group = run_group(it.record)
             if group is not None:
                 keys.append(group)
+        elif it.kind is SpanKind.AGENT:
+            conversation = span_session(it.record.attributes)
+            if conversation:
+                keys.append(CONVERSATION_KEY + conversation)
     return keys
 
 

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..engine.snapshot import StateCodec, StateError
-from ..runs.carry import RunBundle, TraceBundle
-from .carried import StateIO, continue_state, export_state, store_key
+from ..runs.carry import ConversationBundle, RunBundle, TraceBundle
+from .carried import Carried, StateIO, continue_state, export_state, store_key
 from .checkpoints import CHECKPOINT_NAME, Checkpointer, Checkpoints
 from .describe import redact_url
 from .logs import LogsDetector
@@ -203,7 +203,7 @@ class StateKeeper:
         if len(gens) > _MAX_GENERATIONS:
             gens.popitem(last=False)
 
-    def fetch(self, keys: Iterable[str]) -> list[tuple[TraceBundle | RunBundle, int]]:
+    def fetch(self, keys: Iterable[str]) -> list[tuple[Carried, int]]:
         """The stored states newer than this replica's, of a batch's traces and runs (read
         before the batch is evaluated; :func:`.carried.store_key`), with their generations."""
         store = self.store
@@ -230,18 +230,18 @@ class StateKeeper:
         except store.errors as exc:
             self._store_failed("read", exc)
             return []
-        out: list[tuple[TraceBundle | RunBundle, int]] = []
+        out: list[tuple[Carried, int]] = []
         for (key, gen), data in zip(newer, states, strict=True):
             if data is None:
                 continue
             bundle = self.io.decode(data, f"store entry of {key}")
-            if isinstance(bundle, (TraceBundle, RunBundle)) and store_key(bundle) == key:
+            if isinstance(bundle, (TraceBundle, RunBundle, ConversationBundle)) and store_key(bundle) == key:
                 out.append((bundle, gen))
             elif bundle is not None:
                 self.io.foreign("store", f"store entry of {key}: not the state of {key}")
         return out
 
-    def adopt(self, table: TraceTable | LogsDetector, incoming: Sequence[tuple[TraceBundle | RunBundle, int]]) -> None:
+    def adopt(self, table: TraceTable | LogsDetector, incoming: Sequence[tuple[Carried, int]]) -> None:
         """Continue the traces and runs read by :meth:`fetch` (under the detector's lock):
         traces and grouped runs in a trace table, log runs in the logs detector."""
         now = time.monotonic()

@@ -278,3 +278,23 @@ def test_the_conversations_continue_in_another_engine_from_their_written_state()
     late.engine.adopt_conversations(late.engine.state_codec().loads(data), idle=120.0)
     late.engine.evict_idle()
     assert late.engine._scopes.model_turns is not None and len(late.engine._scopes.model_turns) == 0
+
+
+def test_one_conversation_is_written_alone_and_a_newer_state_replaces_the_one_followed() -> None:
+    """The hand-off store writes one conversation at a time (``conversations=[id]``) and a
+    replica that reads a newer state of it replaces its own (``replace=True``); without
+    ``replace`` the one it follows is kept."""
+    first = Turns()
+    first.turn(refused=True, conversation="conv-a")
+    first.turn(refused=True, conversation="conv-b")
+    only_a = first.engine.conversation_state(conversations=["conv-a"])
+    assert [key for key, _conv, _age in only_a["model_turns"]["conversations"]] == ["c:conv-a"]
+    first.turn(refused=True, conversation="conv-a")  # (a second turn of conv-a there)
+    newer = first.engine.state_codec().loads(first.engine.state_codec().dumps(
+        first.engine.conversation_state(conversations=["conv-a"])))
+    second = Turns()
+    second.n = first.n
+    second.engine.adopt_conversations(first.engine.state_codec().loads(first.engine.state_codec().dumps(only_a)))
+    assert second.engine.adopt_conversations(newer) == 0  # (kept: one refused turn)
+    assert second.engine.adopt_conversations(newer, replace=True) == 1  # (two refused turns)
+    assert _conv(second.turn(refused=True, conversation="conv-a")) == [("unexecuted_repeat", 1, f"agent{second.n}")]

@@ -28,7 +28,18 @@ from otel_progress.service.server import ProgressService
 from ..logs.conftest import b64_ids, documents, golden
 from ..logs.test_serve_logs import LogsSink
 from ..redis_server import redis_server
-from .helpers import Client, Downstream, Request, detections_on, request, span
+from .helpers import (
+    Client,
+    Downstream,
+    Request,
+    agent_span,
+    chat_span,
+    detections_on,
+    key_values,
+    request,
+    span,
+    tool_span,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -267,3 +278,47 @@ def test_a_logs_request_retried_on_the_replica_that_continues_its_run_is_annotat
     found = _log_detections(sink)
     assert [reason for reason, _level, _turn in found] == ["error_recurrence"], found
     assert b.metrics.value("progress.service.state.continued", {"source": "store"}) == 1
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+def _chat_turn(trace: int, conversation: str) -> list:
+    """One turn of a chat agent (its own trace): the same lookup with the same answer."""
+    agent = agent_span(trace, 1, None, 1, name="support")
+    agent.attributes.extend(key_values({"gen_ai.conversation.id": conversation}))
+    return [chat_span(trace, 101, 1, 1), tool_span(trace, 201, 1, 1, tool="lookup", args={"order": "A-17"},
+                                                   result={"status": "shipped"}), agent]
+
+
+def _conversation_levels(ds: Downstream) -> list[int]:
+    out = []
+    for raw in ds.received:
+        for span_id, _event, attrs in detections_on(Request.FromString(raw)):
+            if span_id == "0000000000000001" and attrs.get("progress.scope") == "conversation":
+                out.append(int(attrs["progress.level"]))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_a_conversation_moving_between_replicas_sharing_redis_is_continued(downstream: Downstream,
+                                                                          store: bool) -> None:
+    """A chat agent doing the same lookups with the same answers, one trace per turn, its
+    turns alternating between two replicas (a ring change of the conversation gateway, and
+    back): with the store each replica continues the conversation's turns from the other's,
+    so the 4th turn (the 3rd barren one) is the detection, as on one replica; without it
+    neither replica sees three barren turns and nothing is said."""
+    with redis_server() as url:
+        options = {"state_store": url} if store else {}
+        replicas = [_service(downstream.endpoint, **options) for _ in range(2)]
+        try:
+            for n, trace in enumerate(range(701, 705)):
+                client = Client(f"127.0.0.1:{replicas[n % 2].port}")
+                try:
+                    client.export(request(_chat_turn(trace, "chat-9")))
+                finally:
+                    client.close()
+        finally:
+            for replica in replicas:
+                replica.stop(grace=0.5)
+    assert _conversation_levels(downstream) == ([1] if store else [])
