@@ -1,7 +1,8 @@
 """Run state that outlives a ``serve`` process, for the runs that are no trace: a coding
-agent's log runs (its prompts, read from its OTLP log records) and grouped runs (root tool
-calls of one conversation, each its own trace). In-process services over real gRPC, a
-real Redis server; each property both ways:
+agent's log runs (its prompts, read from its OTLP log records), grouped runs (root tool
+calls of one conversation, each its own trace) and conversations followed across traces;
+and the signal that reported for an agent session, carried with its runs. In-process
+services over real gRPC, a real Redis server; each property both ways:
 
 * ``--state-dir``: a restart between two halves of a looping run gives the detections of
   the run seen whole by one process (the same turns, levels, each once); without it the
@@ -322,3 +323,34 @@ def test_a_conversation_moving_between_replicas_sharing_redis_is_continued(downs
             for replica in replicas:
                 replica.stop(grace=0.5)
     assert _conversation_levels(downstream) == ([1] if store else [])
+
+
+# -- one loop, one report, after a hand-off ----------------------------------------------------
+
+
+@pytest.mark.parametrize("carried", [True, False])
+def test_the_signal_that_reported_for_a_session_goes_with_its_run(carried: bool) -> None:
+    """A coding agent's session seen through its logs and its traces is reported by the
+    signal that reported first (runs/signals.py). Its log run carried to another process
+    takes that decision with it: the spans' detections of the session are then dropped
+    there too; without it both signals would report the one loop."""
+    from otel_progress.engine import ProgressEngine
+    from otel_progress.runs.carry import export_log_run, import_log_run
+    from otel_progress.runs.logruns import LogRun, LogRunTracker
+    from otel_progress.runs.model import RunModel
+    from otel_progress.runs.signals import LOGS, SPANS
+
+    here = LogRunTracker(RunModel(ProgressEngine(Config())))
+    key = "codex:sess-1:prompt-1"
+    here.model.tag(key, key, "sess-1", LOGS)
+    here.model.arbiter.saw("sess-1", LOGS, 1)
+    assert here.model.arbiter.decide("sess-1", LOGS) == "report"  # (the logs reported a detection)
+    here.runs[key] = LogRun(key, session="sess-1", last_seen=here.clock())
+    bundle = export_log_run(here, key)
+    assert bundle is not None and bundle.sessions == [("sess-1", (0, 1, LOGS))]
+    if not carried:
+        bundle.sessions = []
+    there = LogRunTracker(RunModel(ProgressEngine(Config())))
+    import_log_run(there, bundle)
+    assert list(there.runs) == [key]
+    assert there.model.arbiter.decide("sess-1", SPANS) == ("drop" if carried else "report")
