@@ -15,13 +15,18 @@ agent runs (a model call and a tool call per run, as an agent's exporter sends a
 run going on over the batches. Printed: the median per-batch wall time of each, the ratios
 to plain, the thread CPU ratio, and the mean size of one trace's state. Redis runs on the
 same machine (loopback): a store across a network adds its round trips (two per batch, one
-more for traces that moved). Then the pause of one checkpoint (``--state-dir``) of 1,000
-open traces.
+more for traces that moved). Then the same three for logs requests
+(:class:`otel_progress.service.logs.LogsDetector`): each request one tool result of
+``--traces`` looping Codex CLI sessions (the record of the repository's Codex capture under
+other session and call ids), so every request touches that many log runs; with the
+detections each found (the same in all three: what the store carries loses nothing). Then
+the pause of one checkpoint (``--state-dir``) of 1,000 open traces.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -32,13 +37,18 @@ import sys
 import tempfile
 import time
 from contextlib import closing
+from pathlib import Path
+from typing import Any
 
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_progress.engine import ProgressEngine
 from otel_progress.runs.carry import export_trace
 from otel_progress.service.detector import BatchDetector
+from otel_progress.service.logs import LogsDetector
 from otel_progress.service.metrics import ServiceMetrics
 from otel_progress.service.otlp import key_values
 from otel_progress.service.state import CHECKPOINT_NAME, STORE_HELD_BYTES, Checkpoints, RedisStore, StateKeeper
@@ -144,6 +154,89 @@ def run(url: str, traces: int, count: int) -> None:
               f" (max {max(sizes) / 1024:.1f} KiB)")
 
 
+CODEX_CAPTURE = Path(__file__).resolve().parents[1] / "tests" / "coding_agents" / "golden" / "codex-0.171.0-loop.jsonl"
+
+
+def log_batches(runs: int, count: int) -> list[bytes]:
+    """``count`` logs requests, each one tool result of ``runs`` Codex CLI sessions (the
+    capture's record under other session and call ids), the same command and output every
+    time: looping log runs."""
+    template = resource = scope = None
+    for line in CODEX_CAPTURE.read_text().splitlines():
+        doc = _b64_ids(json.loads(line))
+        req = json_format.ParseDict(doc, logs_service_pb2.ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        for rl in req.resource_logs:
+            for sl in rl.scope_logs:
+                for record in sl.log_records:
+                    if any(a.key == "event.name" and a.value.string_value == "codex.tool_result"
+                           for a in record.attributes):
+                        template, resource, scope = record, rl.resource, sl.scope
+    if template is None:
+        sys.exit(f"bench_state_store: no codex.tool_result record in {CODEX_CAPTURE}")
+    out = []
+    for b in range(count):
+        req = logs_service_pb2.ExportLogsServiceRequest()
+        sl = req.resource_logs.add(resource=resource).scope_logs.add(scope=scope)
+        for r in range(runs):
+            record = sl.log_records.add()
+            record.CopyFrom(template)
+            record.time_unix_nano = record.observed_time_unix_nano = template.time_unix_nano + b * 1_000_000_000
+            for attr in record.attributes:
+                if attr.key == "conversation.id":
+                    attr.value.string_value = f"bench-session-{r}"
+                elif attr.key == "call_id":
+                    attr.value.string_value = f"call_{b:05d}"
+                elif attr.key == "tool_result_seq":
+                    attr.value.int_value = b
+        out.append(req.SerializeToString())
+    return out
+
+
+def _b64_ids(node: Any) -> Any:
+    """An OTLP/JSON document with its hex trace and span ids as protobuf JSON's base64."""
+    if isinstance(node, dict):
+        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_b64_ids(v) for v in node]
+    return node
+
+
+def _logs_detector(url: str | None) -> LogsDetector:
+    engine = ProgressEngine()
+    det = LogsDetector(engine, ServiceMetrics())
+    if url:
+        det.keeper = StateKeeper(engine.state_codec(), det.metrics, store=RedisStore(url, 300.0))
+    return det
+
+
+def run_logs(url: str, runs: int, count: int) -> None:
+    """The same comparison for logs requests (coding agents' log runs carried, issue 27)."""
+    reqs = log_batches(runs, count)
+    key = f"bench-logs-{os.getpid()}-{time.time_ns()}"
+    plain, store = _logs_detector(None), _logs_detector(url)
+    hand = [_logs_detector(url), _logs_detector(url)]
+    for det in (store, *hand):
+        det.keeper.store.prefix = f"{key}-{id(det) if det is store else 'hand'}:"  # type: ignore[union-attr]
+    wall: dict[str, list[float]] = {"plain": [], "store": [], "hand-off": []}
+    found: dict[str, int] = dict.fromkeys(wall, 0)
+    for i, raw in enumerate(reqs):
+        order = [("plain", plain), ("store", store), ("hand-off", hand[i % 2])]
+        if i % 2:
+            order.reverse()
+        for name, det in order:
+            w0 = time.perf_counter()
+            found[name] += len(det.process(raw).new_detections)
+            wall[name].append(time.perf_counter() - w0)
+    warm = max(1, count // 10)
+    med = {k: statistics.median(v[warm:]) for k, v in wall.items()}
+    print(f"{count} logs requests of {runs} looping Codex CLI runs (one tool result each), Redis on loopback")
+    print(f"  median wall per request: plain {med['plain'] * 1e3:.2f} ms, store {med['store'] * 1e3:.2f} ms,"
+          f" hand-off {med['hand-off'] * 1e3:.2f} ms; store / plain {med['store'] / med['plain']:.2f}x,"
+          f" hand-off / plain {med['hand-off'] / med['plain']:.2f}x")
+    print(f"  detections: plain {found['plain']}, store {found['store']}, hand-off {found['hand-off']}")
+
+
 def checkpoint_cost(traces: int = 1000, turns: int = 8) -> None:
     """The pause of one checkpoint (``--state-dir``) of ``traces`` open traces, beside the
     time the same detector took to build that state."""
@@ -175,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         proc, url = start_redis()
     try:
         run(url, args.traces, args.batches)
+        run_logs(url, args.traces, args.batches)
         checkpoint_cost()
     finally:
         if proc is not None:

@@ -240,6 +240,13 @@ class _Placements:
             if not calls:
                 del self._calls[run_key]
 
+    def set_run(self, run_key: str, placed: Sequence[tuple[str, Sequence[Detection]]]) -> None:
+        """Replace what is remembered of one run's calls (by another process's :meth:`of_run`)."""
+        for call in list(self._calls.pop(run_key, ())):
+            self._placed.pop((run_key, call), None)
+        for call, dets in placed:
+            self.add(run_key, call, tuple(dets))
+
     def of_run(self, run_key: str) -> list[tuple[str, tuple[Detection, ...]]]:
         """``(call id, detections)`` of one run's calls."""
         return [(call, self._placed[(run_key, call)]) for call in self._calls.get(run_key, ())]
@@ -462,8 +469,7 @@ class LogsDetector:
         place = extra.get("place")
         if place is not None:
             self._places[bundle.key] = _RunPlace(resource=place[0], scope=place[1])
-        for call, dets in extra.get("placed", ()):
-            self._placed.add(bundle.key, call, tuple(dets))
+        self._placed.set_run(bundle.key, extra.get("placed", ()))
         self.budget.set("logs", self.held_bytes)
 
     def _place(self, result: LogsResult, loc: Loc | None, det: Detection, place: _RunPlace | None,

@@ -354,3 +354,35 @@ def test_the_signal_that_reported_for_a_session_goes_with_its_run(carried: bool)
     import_log_run(there, bundle)
     assert list(there.runs) == [key]
     assert there.model.arbiter.decide("sess-1", SPANS) == ("drop" if carried else "report")
+
+
+def test_a_log_run_moving_back_and_forth_keeps_one_copy_of_its_placements() -> None:
+    """Each hand-off carries the detections placed on the run's calls; the replica that
+    continues the run takes them instead of what it remembered of the run (not beside it:
+    a run moving back and forth would double them at every move)."""
+    from otel_progress.engine import ProgressEngine
+    from otel_progress.service.logs import LogsDetector
+    from otel_progress.service.metrics import ServiceMetrics
+    from otel_progress.service.state import RedisStore, StateKeeper
+
+    def detector(url: str | None) -> LogsDetector:
+        engine = ProgressEngine(Config())
+        det = LogsDetector(engine, ServiceMetrics())
+        if url:
+            det.keeper = StateKeeper(engine.state_codec(), det.metrics, store=RedisStore(url, 300.0))
+        return det
+
+    def placed(det: LogsDetector) -> list[tuple[str, list[tuple[str, int]]]]:
+        (key,) = det.run_keys()
+        return [(call, [(d.reason.value, int(d.level)) for d in dets]) for call, dets in det._placed.of_run(key)]
+
+    requests = [r.SerializeToString() for r in _record_requests(LOOP)]
+    whole = detector(None)
+    for raw in requests:
+        whole.process(raw)
+    with redis_server() as url:
+        pair = [detector(url), detector(url)]
+        for n, raw in enumerate(requests):  # (the run moves at every request)
+            pair[n % 2].process(raw)
+    last = pair[(len(requests) - 1) % 2]
+    assert placed(whole) and placed(last) == placed(whole)
