@@ -74,7 +74,7 @@ from .log_events import SCOPE_BYTES, evaluation_record
 from .metrics import ServiceMetrics
 from .otlp import SlimLogsRequest, key_values
 
-#: The prefix of a log run's key in the state store (:data:`.state.LOG_RUN_KEY`).
+#: The prefix of a log run's key in the state store and checkpoints (:func:`.carried.store_key`).
 LOG_RUN_KEY = "log/"
 
 if TYPE_CHECKING:
