@@ -26,7 +26,6 @@ the pause of one checkpoint (``--state-dir``) of 1,000 open traces.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import shutil
@@ -37,8 +36,6 @@ import sys
 import tempfile
 import time
 from contextlib import closing
-from pathlib import Path
-from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -52,6 +49,7 @@ from otel_progress.service.logs import LogsDetector
 from otel_progress.service.metrics import ServiceMetrics
 from otel_progress.service.otlp import key_values
 from otel_progress.service.state import CHECKPOINT_NAME, STORE_HELD_BYTES, Checkpoints, RedisStore, StateKeeper
+from tests.logs.conftest import b64_ids, documents, golden
 
 T0 = 1_700_000_000_000_000_000
 
@@ -154,7 +152,7 @@ def run(url: str, traces: int, count: int) -> None:
               f" (max {max(sizes) / 1024:.1f} KiB)")
 
 
-CODEX_CAPTURE = Path(__file__).resolve().parents[1] / "tests" / "coding_agents" / "golden" / "codex-0.171.0-loop.jsonl"
+CODEX_CAPTURE = "codex-0.171.0-loop.jsonl"  # (tests/coding_agents/golden)
 
 
 def log_batches(runs: int, count: int) -> list[bytes]:
@@ -162,9 +160,9 @@ def log_batches(runs: int, count: int) -> list[bytes]:
     capture's record under other session and call ids), the same command and output every
     time: looping log runs."""
     template = resource = scope = None
-    for line in CODEX_CAPTURE.read_text().splitlines():
-        doc = _b64_ids(json.loads(line))
-        req = json_format.ParseDict(doc, logs_service_pb2.ExportLogsServiceRequest(), ignore_unknown_fields=True)
+    for doc in documents(golden(CODEX_CAPTURE)):
+        req = json_format.ParseDict(b64_ids(doc), logs_service_pb2.ExportLogsServiceRequest(),
+                                    ignore_unknown_fields=True)
         for rl in req.resource_logs:
             for sl in rl.scope_logs:
                 for record in sl.log_records:
@@ -190,16 +188,6 @@ def log_batches(runs: int, count: int) -> list[bytes]:
                     attr.value.int_value = b
         out.append(req.SerializeToString())
     return out
-
-
-def _b64_ids(node: Any) -> Any:
-    """An OTLP/JSON document with its hex trace and span ids as protobuf JSON's base64."""
-    if isinstance(node, dict):
-        return {k: (base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") and v else _b64_ids(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_b64_ids(v) for v in node]
-    return node
 
 
 def _logs_detector(url: str | None) -> LogsDetector:

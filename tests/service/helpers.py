@@ -137,6 +137,15 @@ def loop_trace(trace: int, turns: int = 6, *, agent_root: bool = True, args: Any
     return spans
 
 
+def barren_chat_turn(trace: int, conversation: str) -> list[trace_pb2.Span]:
+    """One turn of a chat agent, a trace of its own (its ``invoke_agent`` span naming
+    ``conversation``): the same lookup with the same answer every turn."""
+    agent = agent_span(trace, 1, None, 1, name="support")
+    agent.attributes.extend(key_values({"gen_ai.conversation.id": conversation}))
+    return [chat_span(trace, 101, 1, 1), tool_span(trace, 201, 1, 1, tool="lookup", args={"order": "A-17"},
+                                                   result={"status": "shipped"}), agent]
+
+
 def progressing_trace(trace: int, turns: int = 6) -> list[trace_pb2.Span]:
     """A run that makes progress: a different query and result every turn."""
     spans: list[trace_pb2.Span] = []

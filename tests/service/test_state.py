@@ -30,16 +30,13 @@ from .helpers import (
     Client,
     Downstream,
     Request,
-    agent_span,
-    chat_span,
+    barren_chat_turn,
     detections_on,
     env_without_serve_vars,
     free_port,
     http_get,
-    key_values,
     loop_trace,
     request,
-    tool_span,
     wait_until,
 )
 
@@ -340,14 +337,6 @@ def test_a_batch_retried_past_a_hand_off_is_analysed_in_order_by_the_replica_tha
     assert sorted(lv for s, _r, lv in found if s == AGENT_SPAN) == [1, 2, 3], found
 
 
-def _chat_turn(trace: int, conversation: str) -> list:
-    """One turn of a chat agent (its own trace): the same lookup with the same answer."""
-    agent = agent_span(trace, 1, None, 1, name="support")
-    agent.attributes.extend(key_values({"gen_ai.conversation.id": conversation}))
-    return [chat_span(trace, 101, 1, 1), tool_span(trace, 201, 1, 1, tool="lookup", args={"order": "A-17"},
-                                                   result={"status": "shipped"}), agent]
-
-
 def _conversation_levels(ds: Downstream, start: int = 0) -> list[int]:
     return sorted(lv for span, reason, lv in _detections(ds, start) if span == AGENT_SPAN
                   and reason == "signature_repeat")
@@ -363,11 +352,11 @@ def test_a_conversation_followed_across_traces_is_continued_after_a_restart(down
     args = ("--state-dir", str(tmp_path)) if state else ()
     a = Serve(downstream.endpoint, *args)
     for trace in (601, 602):
-        a.send(_chat_turn(trace, "chat-1"))
+        a.send(barren_chat_turn(trace, "chat-1"))
     assert a.stop() == 0, a.err
     b = Serve(downstream.endpoint, *args)
     for trace in (603, 604):
-        b.send(_chat_turn(trace, "chat-1"))
+        b.send(barren_chat_turn(trace, "chat-1"))
     assert b.stop() == 0, b.err
     if state:
         assert "and 1 conversations" in b.err or "and 2 conversations" in b.err, b.err

@@ -33,13 +33,10 @@ from .helpers import (
     Client,
     Downstream,
     Request,
-    agent_span,
-    chat_span,
+    barren_chat_turn,
     detections_on,
-    key_values,
     request,
     span,
-    tool_span,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -116,17 +113,12 @@ def _whole_log_run(sink: LogsSink, requests: Sequence[ExportLogsServiceRequest])
     return found
 
 
-def _split(requests: Sequence[ExportLogsServiceRequest], whole: list[tuple[str, int, int]]) -> int:
-    """Where to cut the run: after its first detection (so that the second half has more)."""
-    assert len(whole) >= 2, whole  # (the capture loops past level 1)
-    return len(requests) // 2
-
-
 @pytest.mark.parametrize("state", [True, False])
 def test_a_log_run_is_continued_after_a_restart(sink: LogsSink, tmp_path, state: bool) -> None:
     requests = _record_requests(LOOP)
     whole = _whole_log_run(sink, requests)
-    cut = _split(requests, whole)
+    assert len(whole) >= 2, whole  # (the capture loops past level 1)
+    cut = len(requests) // 2
     options = {"state_dir": str(tmp_path)} if state else {}
     a = _service(f"127.0.0.1:{sink.port}", **options)
     try:
@@ -284,14 +276,6 @@ def test_a_logs_request_retried_on_the_replica_that_continues_its_run_is_annotat
 # -- conversations ---------------------------------------------------------------------------
 
 
-def _chat_turn(trace: int, conversation: str) -> list:
-    """One turn of a chat agent (its own trace): the same lookup with the same answer."""
-    agent = agent_span(trace, 1, None, 1, name="support")
-    agent.attributes.extend(key_values({"gen_ai.conversation.id": conversation}))
-    return [chat_span(trace, 101, 1, 1), tool_span(trace, 201, 1, 1, tool="lookup", args={"order": "A-17"},
-                                                   result={"status": "shipped"}), agent]
-
-
 def _conversation_levels(ds: Downstream) -> list[int]:
     out = []
     for raw in ds.received:
@@ -316,7 +300,7 @@ def test_a_conversation_moving_between_replicas_sharing_redis_is_continued(downs
             for n, trace in enumerate(range(701, 705)):
                 client = Client(f"127.0.0.1:{replicas[n % 2].port}")
                 try:
-                    client.export(request(_chat_turn(trace, "chat-9")))
+                    client.export(request(barren_chat_turn(trace, "chat-9")))
                 finally:
                     client.close()
         finally:
