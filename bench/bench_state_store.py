@@ -35,7 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -115,26 +118,53 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
     sys.exit("bench_state_store: redis-server did not start")
 
 
-def run(url: str, traces: int, count: int) -> None:
-    reqs = batches(traces, count)
+def side_by_side(make: Callable[[str | None], Any], url: str, reqs: list[bytes]) -> SideBySide:
+    """The requests through plain, store and hand-off detectors made by ``make(url or
+    None)``, one right after the other, the order alternating from request to request."""
     key = f"bench-{os.getpid()}-{time.time_ns()}"
-    plain, store = _detector(None), _detector(url)
-    hand = [_detector(url), _detector(url)]
+    plain, store = make(None), make(url)
+    hand = [make(url), make(url)]
     for det in (store, *hand):
-        det.keeper.store.prefix = f"{key}-{id(det) if det is store else 'hand'}:"  # type: ignore[union-attr]
-    wall: dict[str, list[float]] = {"plain": [], "store": [], "hand-off": []}
-    cpu: dict[str, float] = dict.fromkeys(wall, 0.0)
+        det.keeper.store.prefix = f"{key}-{id(det) if det is store else 'hand'}:"
+    out = SideBySide(store, hand)
     for i, raw in enumerate(reqs):
         order = [("plain", plain), ("store", store), ("hand-off", hand[i % 2])]
         if i % 2:
             order.reverse()
         for name, det in order:
             c0, w0 = time.thread_time(), time.perf_counter()
-            det.process(raw)
-            wall[name].append(time.perf_counter() - w0)
-            cpu[name] += time.thread_time() - c0
-    warm = max(1, count // 10)
-    med = {k: statistics.median(v[warm:]) for k, v in wall.items()}
+            result = det.process(raw)
+            out.wall[name].append(time.perf_counter() - w0)
+            out.cpu[name] += time.thread_time() - c0
+            out.found[name] += len(getattr(result, "new_detections", ()))
+    return out
+
+
+@dataclass
+class SideBySide:
+    """What :func:`side_by_side` measured: wall times per request, thread CPU and new
+    detections, by variant (``plain``, ``store``, ``hand-off``); the store's and the
+    hand-off's detectors."""
+
+    store: Any
+    hand: list[Any]
+    wall: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in VARIANTS})
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(VARIANTS, 0.0))
+    found: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VARIANTS, 0))
+
+    def medians(self, count: int) -> dict[str, float]:
+        """Median wall per request, the first tenth left out as warm-up."""
+        warm = max(1, count // 10)
+        return {k: statistics.median(v[warm:]) for k, v in self.wall.items()}
+
+
+VARIANTS = ("plain", "store", "hand-off")
+
+
+def run(url: str, traces: int, count: int) -> None:
+    m = side_by_side(_detector, url, batches(traces, count))
+    store, hand, cpu = m.store, m.hand, m.cpu
+    med = m.medians(count)
     moved = hand[0].metrics.value("progress.service.state.continued") + hand[1].metrics.value(
         "progress.service.state.continued")
     bundles = [export_trace(store.traces, t, held_limit=STORE_HELD_BYTES)
@@ -200,24 +230,8 @@ def _logs_detector(url: str | None) -> LogsDetector:
 
 def run_logs(url: str, runs: int, count: int) -> None:
     """The same comparison for logs requests (coding agents' log runs carried, issue 27)."""
-    reqs = log_batches(runs, count)
-    key = f"bench-logs-{os.getpid()}-{time.time_ns()}"
-    plain, store = _logs_detector(None), _logs_detector(url)
-    hand = [_logs_detector(url), _logs_detector(url)]
-    for det in (store, *hand):
-        det.keeper.store.prefix = f"{key}-{id(det) if det is store else 'hand'}:"  # type: ignore[union-attr]
-    wall: dict[str, list[float]] = {"plain": [], "store": [], "hand-off": []}
-    found: dict[str, int] = dict.fromkeys(wall, 0)
-    for i, raw in enumerate(reqs):
-        order = [("plain", plain), ("store", store), ("hand-off", hand[i % 2])]
-        if i % 2:
-            order.reverse()
-        for name, det in order:
-            w0 = time.perf_counter()
-            found[name] += len(det.process(raw).new_detections)
-            wall[name].append(time.perf_counter() - w0)
-    warm = max(1, count // 10)
-    med = {k: statistics.median(v[warm:]) for k, v in wall.items()}
+    m = side_by_side(_logs_detector, url, log_batches(runs, count))
+    med, found = m.medians(count), m.found
     print(f"{count} logs requests of {runs} looping Codex CLI runs (one tool result each), Redis on loopback")
     print(f"  median wall per request: plain {med['plain'] * 1e3:.2f} ms, store {med['store'] * 1e3:.2f} ms,"
           f" hand-off {med['hand-off'] * 1e3:.2f} ms; store / plain {med['store'] / med['plain']:.2f}x,"
